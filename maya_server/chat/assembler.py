@@ -1,0 +1,107 @@
+"""Neutral pipeline events → Chat Completions chunks and the final completion object.
+
+One assembler serves both modes: streaming sends the chunks `on_event`
+returns; non-streaming ignores them and takes `completion()` at the end.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from ..events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
+from ..generation import Failed, Finished, PipelineEvent, Usage
+
+
+@dataclass
+class _ToolCallState:
+    call_id: str
+    name: str
+    arguments: list[str] = field(default_factory=list)
+
+
+class ChatAssembler:
+    def __init__(self, model: str, *, include_usage: bool = False) -> None:
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.model = model
+        self.include_usage = include_usage
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, _ToolCallState] = {}
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.failure: Failed | None = None
+
+    def opening_chunk(self) -> dict:
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def on_event(self, event: PipelineEvent) -> list[dict]:
+        """Record the event; return the stream chunks it produces."""
+        if isinstance(event, TextDelta):
+            self._content.append(event.text)
+            return [self._chunk({"content": event.text})] if event.text else []
+        if isinstance(event, ReasoningDelta):
+            self._reasoning.append(event.text)
+            return [self._chunk({"reasoning_content": event.text})] if event.text else []
+        if isinstance(event, ToolCallStarted):
+            self._calls[event.index] = _ToolCallState(event.call_id, event.name)
+            call = {"index": event.index, "id": event.call_id, "type": "function",
+                    "function": {"name": event.name, "arguments": ""}}
+            return [self._chunk({"tool_calls": [call]})]
+        if isinstance(event, ToolCallArgumentsDelta):
+            self._calls[event.index].arguments.append(event.text)
+            return [self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]})]
+        if isinstance(event, Finished):
+            return self._finish(event)
+        if isinstance(event, Failed):
+            self.failure = event
+            self.usage = event.usage
+        return []
+
+    def _finish(self, event: Finished) -> list[dict]:
+        self.finish_reason = event.reason
+        self.usage = event.usage
+        chunks = [self._chunk({}, finish_reason=event.reason)]
+        if self.include_usage:
+            chunks.append({**self._envelope(), "choices": [], "usage": usage_body(event.usage)})
+        return chunks
+
+    def _envelope(self) -> dict:
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                "model": self.model, "system_fingerprint": None}
+
+    def _chunk(self, delta: dict, finish_reason: str | None = None) -> dict:
+        chunk = {**self._envelope(),
+                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+        if self.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def completion(self) -> dict:
+        message: dict = {"role": "assistant", "content": "".join(self._content) if self._content or not self._calls else None,
+                         "refusal": None}
+        if self._reasoning:
+            message["reasoning_content"] = "".join(self._reasoning)
+        if self._calls:
+            message["tool_calls"] = [
+                {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": "".join(c.arguments)}}
+                for _, c in sorted(self._calls.items())
+            ]
+        return {
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": self.finish_reason}],
+            "usage": usage_body(self.usage) if self.usage else None,
+        }
+
+
+def usage_body(usage: Usage) -> dict:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }

@@ -1,0 +1,70 @@
+"""Chat Completions request → neutral conversation and generation settings."""
+
+from __future__ import annotations
+
+from ..conversation import (
+    Conversation, ImagePart, Message, NamedToolChoice, Part, TextPart, ToolCall, ToolResult, ToolSpec, Turn,
+)
+from ..errors import InvalidRequestError
+from ..generation import GenerationSettings
+from . import request as wire
+
+
+def to_conversation(request: wire.ChatRequest, messages: list[wire.Message], *, vision: bool = False) -> Conversation:
+    turns = tuple(_turn(i, m, vision) for i, m in enumerate(messages))
+    choice = request.tool_choice
+    tool_choice = NamedToolChoice(choice.function.name) if isinstance(choice, wire.NamedToolChoiceBody) else (choice or "auto")
+    tools = tuple(
+        ToolSpec(t.function.name, t.function.description, t.function.parameters, bool(t.function.strict))
+        for t in request.tools or []
+    )
+    return Conversation(
+        turns=turns,
+        tools=tools if tool_choice != "none" else (),
+        tool_choice=tool_choice,
+        reasoning_effort=request.reasoning_effort,
+        parallel_tool_calls=request.parallel_tool_calls is not False,
+    )
+
+
+def to_settings(request: wire.ChatRequest) -> GenerationSettings:
+    stop = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
+    return GenerationSettings(
+        max_tokens=request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens,
+        temperature=1.0 if request.temperature is None else float(request.temperature),
+        top_p=1.0 if request.top_p is None else float(request.top_p),
+        seed=request.seed,
+        stop=stop,
+    )
+
+
+def _turn(index: int, message: wire.Message, vision: bool) -> Turn:
+    if isinstance(message, wire.ToolMessage):
+        return ToolResult(call_id=message.tool_call_id, content=_parts(index, message.content, vision))
+    if isinstance(message, wire.AssistantMessage):
+        calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or [])
+        return Message("assistant", _parts(index, message.content, vision), message.reasoning_content, calls)
+    return Message(message.role, _parts(index, message.content, vision))
+
+
+def _parts(index: int, content, vision: bool) -> tuple[Part, ...]:
+    if content is None:
+        return ()
+    if isinstance(content, str):
+        return (TextPart(content),)
+    parts: list[Part] = []
+    for j, part in enumerate(content):
+        if isinstance(part, wire.TextContentPart):
+            parts.append(TextPart(part.text))
+            continue
+        if not vision:
+            raise InvalidRequestError(
+                "This server has no vision encoder configured, so image inputs are not supported.",
+                param=f"messages[{index}].content[{j}].type",
+            )
+        if part.image_url.detail != "auto":
+            raise InvalidRequestError(
+                "Only the 'auto' image detail is supported.", param=f"messages[{index}].content[{j}].image_url.detail"
+            )
+        parts.append(ImagePart(part.image_url.url))
+    return tuple(parts)

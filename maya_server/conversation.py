@@ -1,0 +1,100 @@
+"""The neutral conversation: what both APIs convert their requests into.
+
+Chat Completions and the Responses API describe the same things (messages, tool
+calls, tool results, reasoning, images) with different JSON. Both convert into
+these immutable dataclasses, and the dialects render only these, so no dialect
+ever knows which HTTP API a request came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+Role = Literal["system", "developer", "user", "assistant"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+
+
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """An image by URL (http(s) or a data: URL); only the `auto` detail is supported."""
+
+    url: str
+
+
+Part = Union[TextPart, ImagePart]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the assistant made: `arguments` is the JSON object text."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: tuple[Part, ...] = ()
+    reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The text parts joined; images are left out."""
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The output of one tool call, answered by the client."""
+
+    call_id: str
+    content: tuple[Part, ...] = ()
+    name: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+Turn = Union[Message, ToolResult]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function the model may call; `parameters` is its JSON Schema."""
+
+    name: str
+    description: str | None = None
+    parameters: dict | None = None
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class NamedToolChoice:
+    name: str
+
+
+ToolChoice = Union[Literal["auto", "none", "required"], NamedToolChoice]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    turns: tuple[Turn, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: ToolChoice = "auto"
+    reasoning_effort: ReasoningEffort | None = None
+    parallel_tool_calls: bool = True
+    extra_system: tuple[str, ...] = field(default=())
+    """System text the server adds (e.g. JSON-output instructions), rendered after `turns`' own system text."""
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return next((t for t in self.tools if t.name == name), None)

@@ -1,0 +1,72 @@
+"""Finding tags in model output that arrives in arbitrary pieces.
+
+Engines hand us text split wherever a token boundary (or a network chunk) fell,
+so a tag such as `</think>` can arrive as `</th` + `ink>`. The scanner keeps
+only the shortest tail that could still grow into a tag and releases
+everything before it at once, which keeps streaming latency at one partial tag.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+class TagScanner:
+    """A buffer that yields text and tags in order.
+
+    Example::
+
+        scanner = TagScanner()
+        scanner.push("Hello </th")
+        scanner.next(("</think>",))   # ("Hello ", None): "</th" is held back
+        scanner.push("ink>rest")
+        scanner.next(("</think>",))   # ("", "</think>")
+    """
+
+    def __init__(self) -> None:
+        self._buffer = ""
+
+    def push(self, text: str) -> None:
+        self._buffer += text
+
+    def next(self, tags: Iterable[str]) -> tuple[str, str | None]:
+        """The text before the earliest complete tag and that tag, both consumed.
+
+        Without a complete tag, returns the text that cannot be the start of one
+        and None; a possible partial tag stays buffered. At equal positions the
+        longer tag wins.
+        """
+        tags = tuple(tags)
+        found = self._earliest(tags)
+        if found is not None:
+            pos, tag = found
+            text = self._buffer[:pos]
+            self._buffer = self._buffer[pos + len(tag):]
+            return text, tag
+        keep = _partial_tag_length(self._buffer, tags)
+        cut = len(self._buffer) - keep
+        text, self._buffer = self._buffer[:cut], self._buffer[cut:]
+        return text, None
+
+    def drain(self) -> str:
+        """Everything still buffered (a partial tag that never completed)."""
+        text, self._buffer = self._buffer, ""
+        return text
+
+    def _earliest(self, tags: tuple[str, ...]) -> tuple[int, str] | None:
+        best: tuple[int, int, str] | None = None
+        for tag in tags:
+            pos = self._buffer.find(tag)
+            if pos >= 0 and (best is None or (pos, -len(tag)) < best[:2]):
+                best = (pos, -len(tag), tag)
+        return None if best is None else (best[0], best[2])
+
+
+def _partial_tag_length(buffer: str, tags: tuple[str, ...]) -> int:
+    """Length of the longest buffer suffix that is a proper prefix of a tag."""
+    longest = max((len(t) for t in tags), default=0)
+    for size in range(min(len(buffer), longest - 1), 0, -1):
+        tail = buffer[-size:]
+        if any(tag.startswith(tail) for tag in tags):
+            return size
+    return 0

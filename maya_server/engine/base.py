@@ -1,0 +1,91 @@
+"""The engine boundary: prompt token ids in, a stream of generated tokens out.
+
+An engine knows nothing of chat formats or HTTP. Example::
+
+    generation = Generation(prompt_ids=[1, 2, 3], params=SamplingParams(max_tokens=16))
+    async for token in engine.generate(generation):
+        print(token.id, token.text)
+    generation.stats.finish_reason   # "stop" | "length" | "cancelled" | "error"
+
+`generation.cancel()` may be called from anywhere (another task, another
+thread); the engine stops within one token and finishes with `cancelled`.
+Failures are raised as `EngineError`, never as a lower-layer exception.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Literal
+
+from ..tokenizer import Tokenizer
+
+FinishReason = Literal["stop", "length", "cancelled", "error"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop_token_ids: frozenset[int] = frozenset()
+    """Tokens that end the turn besides the model's own end-of-generation tokens; never yielded."""
+
+
+@dataclass(frozen=True)
+class GeneratedToken:
+    id: int
+    text: str
+    """The decoded text piece; multi-byte characters split over tokens arrive whole in a later piece."""
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    generated_tokens: int = 0
+    finish_reason: FinishReason | None = None
+
+
+@dataclass
+class Generation:
+    """One sequence: its prompt, its settings, a thread-safe cancel signal and its counts."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+
+class Engine(ABC):
+    """An engine: a tokenizer, a context size, a slot count and `generate`."""
+
+    name: str
+    context_size: int
+    slots: int = 1
+    tokenizer: Tokenizer
+
+    @abstractmethod
+    def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
+        """Stream the tokens of `generation`, filling `generation.stats` as it goes."""
+
+    def token_id(self, text: str) -> int | None:
+        """The id of a single special token, or None when the vocabulary has no such token."""
+        ids = self.tokenizer.encode(text, special=True)
+        return ids[0] if len(ids) == 1 else None
+
+    def describe(self) -> dict:
+        """Facts for /v1/status."""
+        return {"name": self.name, "context_size": self.context_size, "slots": self.slots}
+
+    async def close(self) -> None:
+        """Release the engine's resources."""

@@ -1,0 +1,143 @@
+"""The embedded engine: llama.cpp in-process, through llama-cpp-python.
+
+The model loads once at start-up. Decoding runs on one dedicated thread (a
+llama.cpp context is not thread-safe, and the event loop must stay free), one
+token per hop, so a cancel is seen within one token. llama.cpp keeps the KV
+cache of the previous sequence; a prompt that starts with the same tokens only
+evaluates the rest, and that shared prefix is reported as `cached_tokens`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import logging
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import AsyncIterator, Iterator, Sequence
+
+from ..errors import EngineError
+from .base import Engine, GeneratedToken, Generation
+
+log = logging.getLogger("maya.engine")
+
+
+class LlamaTokenizer:
+    """The model's own vocabulary, as llama.cpp reads it from the GGUF."""
+
+    def __init__(self, llama) -> None:
+        self._llama = llama
+
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._llama.detokenize(list(ids), special=True).decode("utf-8", errors="replace")
+
+
+class LlamaCppEngine(Engine):
+    name = "llamacpp"
+    slots = 1
+
+    def __init__(self, model_path: str, *, context_size: int, threads: int = 0) -> None:
+        from llama_cpp import Llama  # imported here: the scripted and upstream engines never need it
+
+        started = time.perf_counter()
+        log.info("loading model %s (context %d)", model_path, context_size)
+        self._llama = Llama(
+            model_path=model_path,
+            n_ctx=context_size,
+            n_threads=threads or None,
+            n_batch=512,
+            verbose=False,
+        )
+        self.model_path = model_path
+        self.context_size = context_size
+        self.tokenizer = LlamaTokenizer(self._llama)
+        self._end_of_generation = self._eog_ids()
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamacpp")
+        log.info("model loaded in %.2fs", time.perf_counter() - started)
+
+    def _eog_ids(self) -> frozenset[int]:
+        import llama_cpp
+
+        vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
+        n_vocab = self._llama.n_vocab()
+        return frozenset(i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i))
+
+    def describe(self) -> dict:
+        return {**super().describe(), "model_path": self.model_path}
+
+    async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
+        loop = asyncio.get_running_loop()
+        stats = generation.stats
+        params = generation.params
+        stats.prompt_tokens = len(generation.prompt_ids)
+        if not generation.prompt_ids:
+            raise EngineError("the prompt is empty")
+        stop_ids = self._end_of_generation | params.stop_token_ids
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        tokens = await loop.run_in_executor(self._thread, self._start, generation)
+        try:
+            while True:
+                if generation.cancelled:
+                    return
+                if stats.generated_tokens >= params.max_tokens:
+                    stats.finish_reason = "length"
+                    return
+                token_id = await loop.run_in_executor(self._thread, _next_token, tokens)
+                if token_id in stop_ids:
+                    stats.finish_reason = "stop"
+                    return
+                stats.generated_tokens += 1
+                piece = decoder.decode(self._llama.detokenize([token_id], special=True))
+                yield GeneratedToken(token_id, piece)
+        except EngineError:
+            stats.finish_reason = "error"
+            raise
+        except Exception as exc:  # llama.cpp failures are mapped here, at the boundary
+            stats.finish_reason = "error"
+            log.error("llama.cpp decode failed: %s", type(exc).__name__)
+            raise EngineError("the engine failed while generating") from exc
+        finally:
+            if stats.finish_reason is None:
+                stats.finish_reason = "cancelled"
+            await loop.run_in_executor(self._thread, tokens.close)
+
+    def _start(self, generation: Generation) -> Iterator[int]:
+        """On the engine thread: set the seed, count the reusable prefix, create the token iterator."""
+        params = generation.params
+        prompt = generation.prompt_ids
+        generation.stats.cached_tokens = _common_prefix(self._llama._input_ids[: self._llama.n_tokens], prompt)
+        self._llama.set_seed(params.seed if params.seed is not None else random.randrange(2**31))
+        return self._llama.generate(
+            prompt,
+            temp=params.temperature,
+            top_p=params.top_p,
+            top_k=0 if params.temperature > 0 else 1,
+            min_p=0.0,
+            repeat_penalty=1.0,
+            reset=True,
+        )
+
+    async def close(self) -> None:
+        self._thread.shutdown(wait=True)
+        self._llama.close()
+
+
+def _next_token(tokens: Iterator[int]) -> int:
+    try:
+        return next(tokens)
+    except StopIteration:
+        raise EngineError("the engine stopped without an end-of-generation token") from None
+
+
+def _common_prefix(previous: Sequence[int], prompt: Sequence[int]) -> int:
+    """Tokens llama.cpp will not evaluate again: the shared prefix, short of the prompt's last token."""
+    n = 0
+    for a, b in zip(previous, prompt[:-1]):
+        if a != b:
+            break
+        n += 1
+    return n

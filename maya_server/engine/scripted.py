@@ -1,0 +1,152 @@
+"""The scripted engine: replays prepared completions token by token.
+
+A legitimate engine for deterministic protocol tests (and demos): each request
+gets the next scripted completion (the last one repeats), written as the raw
+model text, reasoning and tool-call syntax included. It tokenizes with
+`ScriptTokenizer`, a real if simple vocabulary built as text arrives, and
+records what it was asked (`prompts`, `params`, `cancelled`) so tests can
+assert what the model was given.
+
+Script entries are strings, or objects `{"text": ..., "fail_after": N}` that
+raise an engine failure after N tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AsyncIterator, Sequence
+
+import orjson
+
+from ..errors import EngineError
+from .base import Engine, GeneratedToken, Generation
+
+# Special-looking tags (<|user|>, </think>, <｜Assistant｜>, [gMASK]) stay one token;
+# other text splits into words with their leading space, at most 8 characters each.
+_TOKEN_PATTERN = re.compile(r"<[^<>\s]{1,48}>|\[[A-Za-z]{2,12}\]|\s*[^\s<\[]{1,8}|\s+|.", re.DOTALL)
+_SPECIAL_PATTERN = re.compile(r"<[^<>\s]{1,48}>|\[[A-Za-z]{2,12}\]")
+
+
+class ScriptTokenizer:
+    """A vocabulary that grows as it sees text; ids are stable within one tokenizer."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[str, bool], int] = {}
+        self._pieces: list[str] = []
+
+    def _id(self, piece: str, special: bool) -> int:
+        key = (piece, special)
+        if key not in self._ids:
+            self._ids[key] = len(self._pieces)
+            self._pieces.append(piece)
+        return self._ids[key]
+
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        ids = []
+        for match in _TOKEN_PATTERN.finditer(text):
+            piece = match.group(0)
+            is_special = special and _SPECIAL_PATTERN.fullmatch(piece) is not None
+            if not is_special and _SPECIAL_PATTERN.fullmatch(piece):
+                ids.extend(self._id(ch, False) for ch in piece)  # plain text never forms a control token
+            else:
+                ids.append(self._id(piece, is_special))
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(self._pieces[i] for i in ids)
+
+
+@dataclass(frozen=True)
+class ScriptEntry:
+    text: str
+    fail_after: int | None = None
+
+    @classmethod
+    def parse(cls, raw: object) -> "ScriptEntry":
+        if isinstance(raw, str):
+            return cls(raw)
+        if isinstance(raw, dict) and isinstance(raw.get("text"), str):
+            fail_after = raw.get("fail_after")
+            if fail_after is not None and (not isinstance(fail_after, int) or fail_after < 0):
+                raise ValueError("fail_after must be a nonnegative integer")
+            return cls(raw["text"], fail_after)
+        raise ValueError("script entries must be strings or {\"text\": ..., \"fail_after\": N} objects")
+
+
+class ScriptedEngine(Engine):
+    name = "scripted"
+
+    def __init__(self, script: Sequence[object], *, context_size: int = 4096, delay: float = 0.0, slots: int = 1) -> None:
+        if not script:
+            raise ValueError("the script needs at least one completion")
+        self.entries = [ScriptEntry.parse(item) for item in script]
+        self.context_size = context_size
+        self.delay = delay
+        self.slots = slots
+        self.tokenizer = ScriptTokenizer()
+        self.calls = 0
+        self.prompts: list[list[int]] = []
+        self.params: list = []
+        self.cancelled = 0
+        self._last_ids: list[int] = []
+
+    @classmethod
+    def from_file(cls, path: str, **kwargs) -> "ScriptedEngine":
+        data = orjson.loads(Path(path).read_bytes())
+        if not isinstance(data, list):
+            raise ValueError(f"{path} must hold a JSON list of completions")
+        return cls(data, **kwargs)
+
+    @property
+    def last_prompt_text(self) -> str:
+        return self.tokenizer.decode(self.prompts[-1]) if self.prompts else ""
+
+    def set_script(self, script: Sequence[object]) -> None:
+        """Replace the remaining completions (tests use this between requests)."""
+        self.entries = [ScriptEntry.parse(item) for item in script]
+
+    def _next_entry(self) -> ScriptEntry:
+        return self.entries.pop(0) if len(self.entries) > 1 else self.entries[0]
+
+    async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
+        entry = self._next_entry()
+        self.calls += 1
+        self.prompts.append(list(generation.prompt_ids))
+        self.params.append(generation.params)
+        stats = generation.stats
+        stats.prompt_tokens = len(generation.prompt_ids)
+        stats.cached_tokens = _common_prefix(self._last_ids, generation.prompt_ids)
+        self._last_ids = list(generation.prompt_ids)
+        try:
+            for index, token_id in enumerate(self.tokenizer.encode(entry.text, special=True)):
+                if generation.cancelled:
+                    return
+                if entry.fail_after is not None and index >= entry.fail_after:
+                    stats.finish_reason = "error"
+                    raise EngineError("the scripted engine failed as its script asked")
+                if token_id in generation.params.stop_token_ids:
+                    stats.finish_reason = "stop"
+                    return
+                if stats.generated_tokens >= generation.params.max_tokens:
+                    stats.finish_reason = "length"
+                    return
+                await asyncio.sleep(self.delay)
+                stats.generated_tokens += 1
+                yield GeneratedToken(token_id, self.tokenizer.decode([token_id]))
+            stats.finish_reason = "stop"
+        finally:
+            if stats.finish_reason is None:
+                stats.finish_reason = "cancelled"
+                self.cancelled += 1
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b[:-1]):
+        if x != y:
+            break
+        n += 1
+    return n

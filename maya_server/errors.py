@@ -1,0 +1,78 @@
+"""Every error Maya reports, as one hierarchy rendered in one place.
+
+    MayaError                      status, type, param, code, message
+    ├── InvalidRequestError        400 invalid_request_error (param names the field)
+    │   └── ContextLengthExceeded  400 code=context_length_exceeded
+    ├── AuthenticationError        401 invalid_api_key
+    ├── NotFoundError              404
+    ├── ConflictError              409
+    ├── RateLimitError             429 (a bounded queue is full)
+    ├── EngineError                500 server_error (the engine failed mid-generation)
+    └── ServiceUnavailableError    503
+
+`http/errors.py` renders them as OpenAI's `{"error": {...}}`; anything else
+becomes a generic 500 whose message never reaches the client.
+"""
+
+from __future__ import annotations
+
+
+class MayaError(Exception):
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class InvalidRequestError(MayaError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class ContextLengthExceeded(InvalidRequestError):
+    code = "context_length_exceeded"
+
+
+class AuthenticationError(MayaError):
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class NotFoundError(MayaError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class ConflictError(MayaError):
+    status = 409
+    type = "invalid_request_error"
+    code = "conflict"
+
+
+class RateLimitError(MayaError):
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+
+class EngineError(MayaError):
+    status = 500
+    type = "server_error"
+    code = "engine_error"
+
+
+class ServiceUnavailableError(MayaError):
+    status = 503
+    type = "server_error"
+    code = "service_unavailable"

@@ -1,0 +1,241 @@
+"""The generation pipeline shared by both APIs.
+
+    conversation ─► dialect.render ─► token ids ─► context check      (prepare: may raise 400)
+                ─► engine slot (FIFO) ─► engine tokens ─► stop strings
+                ─► dialect parser ─► tool policy ─► neutral events      (run)
+
+`run` yields the parser's events, then exactly one `Finished` or `Failed`.
+Tool policy lives here because it is the same for every API: a call to an
+undeclared or disallowed function fails the generation, `parallel_tool_calls`
+false ends it at the first complete call, required/named choices must produce
+a call. Leaving the iteration early (client gone) cancels the engine.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import AsyncIterator, Literal, Union
+
+from .conversation import Conversation, NamedToolChoice
+from .dialects.base import Dialect, StreamParser
+from .engine.base import Engine, Generation, GenerationStats, SamplingParams
+from .engine.fifo import EngineQueue
+from .errors import ContextLengthExceeded, EngineError, MayaError
+from .events import ParserEvent, ReasoningDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
+from .metrics import Metrics
+from .stop_strings import StopStringMatcher
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreparedGeneration:
+    conversation: Conversation
+    prompt_ids: list[int]
+    params: SamplingParams
+    stop: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: Literal["stop", "length", "tool_calls"]
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The generation cannot be published as a success; `error` says why, `usage` what was consumed."""
+
+    error: MayaError
+    usage: Usage
+
+
+PipelineEvent = Union[ParserEvent, Finished, Failed]
+
+
+class ToolPolicyError(MayaError):
+    status = 500
+    type = "server_error"
+    code = "invalid_tool_call"
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class GenerationService:
+    """Runs conversations through one dialect and one engine behind one FIFO."""
+
+    def __init__(self, engine: Engine, dialect: Dialect, queue: EngineQueue, metrics: Metrics) -> None:
+        self.engine = engine
+        self.dialect = dialect
+        self.queue = queue
+        self.metrics = metrics
+        self._stop_ids = frozenset(
+            i for i in (engine.token_id(text) for text in dialect.stop_texts) if i is not None
+        )
+
+    def prepare(self, conversation: Conversation, settings: GenerationSettings) -> PreparedGeneration:
+        """Render and tokenize; refuse (400) what cannot fit the context. No engine call."""
+        prompt_ids = self.dialect.render(conversation).token_ids(self.engine.tokenizer)
+        context = self.engine.context_size
+        room = context - len(prompt_ids)
+        if settings.max_tokens is not None and settings.max_tokens > room:
+            raise ContextLengthExceeded(
+                f"This model's maximum context length is {context} tokens. However, you requested "
+                f"{len(prompt_ids) + settings.max_tokens} tokens ({len(prompt_ids)} in the messages, "
+                f"{settings.max_tokens} in the completion). Please reduce the length of the messages or completion.",
+                param="messages",
+            )
+        if room <= 0:
+            raise ContextLengthExceeded(
+                f"This model's maximum context length is {context} tokens, and the messages alone "
+                f"take {len(prompt_ids)} tokens. Please reduce the length of the messages.",
+                param="messages",
+            )
+        params = SamplingParams(
+            max_tokens=settings.max_tokens if settings.max_tokens is not None else room,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            seed=settings.seed,
+            stop_token_ids=self._stop_ids,
+        )
+        return PreparedGeneration(conversation, prompt_ids, params, settings.stop)
+
+    async def run(self, prepared: PreparedGeneration) -> AsyncIterator[PipelineEvent]:
+        generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params)
+        state = _RunState(
+            generation=generation,
+            parser=self.dialect.parser(prepared.conversation, new_call_id),
+            stops=StopStringMatcher(prepared.stop),
+            policy=ToolPolicy(prepared.conversation),
+        )
+        try:
+            async with self.queue.slot():
+                async for event in self._generate(state):
+                    yield event
+        finally:
+            generation.cancel()  # no-op when finished; stops the engine when our reader left
+            self._count(generation.stats)
+
+    async def _generate(self, state: "_RunState") -> AsyncIterator[PipelineEvent]:
+        started = time.perf_counter()
+        tokens = self.engine.generate(state.generation)
+        try:
+            async for token in tokens:
+                if state.generation.stats.generated_tokens == 1:
+                    self.metrics.first_token_seconds.observe(time.perf_counter() - started)
+                events = state.parser.feed(state.stops.feed(token.text))
+                if any(isinstance(e, ReasoningDelta) for e in events):
+                    state.reasoning_tokens += 1
+                for event in events:
+                    failure = state.policy.check(event)
+                    if failure is not None:
+                        yield Failed(failure, state.usage())
+                        return
+                    yield event
+                if state.stops.matched or state.policy.done:
+                    break
+        except EngineError as exc:
+            yield Failed(exc, state.usage())
+            return
+        finally:
+            if state.stops.matched or state.policy.done:
+                state.generation.cancel()
+            await tokens.aclose()
+        if state.stops.matched or state.policy.done:
+            state.generation.stats.finish_reason = "stop"  # we ended the turn, not the client
+        for event in self._finish(state):
+            yield event
+
+    @staticmethod
+    def _finish(state: "_RunState") -> list[PipelineEvent]:
+        ended_by_limit = state.generation.stats.finish_reason == "length"
+        tail = state.parser.feed(state.stops.flush()) if not state.stops.matched else []
+        events: list[PipelineEvent] = []
+        for event in tail + state.parser.finish("length" if ended_by_limit else "stop"):
+            failure = state.policy.check(event)
+            if failure is not None:
+                return events + [Failed(failure, state.usage())]
+            events.append(event)
+        if ended_by_limit:
+            events.append(Finished("length", state.usage()))
+        elif state.policy.calls_finished:
+            events.append(Finished("tool_calls", state.usage()))
+        elif state.policy.requires_call:
+            events.append(Failed(ToolPolicyError("the model did not produce the required tool call"), state.usage()))
+        else:
+            events.append(Finished("stop", state.usage()))
+        return events
+
+    def _count(self, stats: GenerationStats) -> None:
+        self.metrics.prompt_tokens.inc(stats.prompt_tokens)
+        self.metrics.cached_tokens.inc(stats.cached_tokens)
+        self.metrics.generated_tokens.inc(stats.generated_tokens)
+        self.metrics.generations.labels(stats.finish_reason or "cancelled").inc()
+
+
+@dataclass
+class _RunState:
+    generation: Generation
+    parser: StreamParser
+    stops: StopStringMatcher
+    policy: "ToolPolicy"
+    reasoning_tokens: int = 0
+
+    def usage(self) -> Usage:
+        stats = self.generation.stats
+        return Usage(stats.prompt_tokens, stats.cached_tokens, stats.generated_tokens, self.reasoning_tokens)
+
+
+class ToolPolicy:
+    """Checks each parser event against the request's tools and tool_choice."""
+
+    def __init__(self, conversation: Conversation) -> None:
+        self._conversation = conversation
+        choice = conversation.tool_choice
+        self._named = choice.name if isinstance(choice, NamedToolChoice) else None
+        self.requires_call = choice == "required" or self._named is not None
+        self.calls_finished = 0
+        self.done = False
+
+    def check(self, event: ParserEvent) -> MayaError | None:
+        if isinstance(event, ToolCallStarted):
+            return self._check_call(event.name)
+        if isinstance(event, ToolCallInvalid) and event.reason != "truncated":
+            return ToolPolicyError(f"the model produced an invalid tool call ({event.reason}): {event.detail}")
+        if isinstance(event, ToolCallFinished):
+            self.calls_finished += 1
+            self.done = not self._conversation.parallel_tool_calls
+        return None
+
+    def _check_call(self, name: str) -> MayaError | None:
+        if self._conversation.tool_choice == "none":
+            return ToolPolicyError(f"the model called {name!r} although tool_choice is none")
+        if self._conversation.tool(name) is None:
+            return ToolPolicyError(f"the model called the undeclared function {name!r}")
+        if self._named is not None and name != self._named:
+            return ToolPolicyError(f"the model called {name!r} although tool_choice names {self._named!r}")
+        return None
+

@@ -1,0 +1,59 @@
+"""A `Tokenizer` over a model directory's `tokenizer.json` (the `tokenizers` package).
+
+`tokenizers` matches every added token (special or not) anywhere in the text it
+encodes; its `encode_special_tokens` switch only covers the special ones, so
+GLM's `<tool_call>` or Qwen's `<think>` would still be matched in user text. For
+plain text we therefore keep a second tokenizer built from the same file with
+an empty added vocabulary: same normalizer, pre-tokenizer and model, so text
+encodes exactly as it does between tokens in the full one, but no added token
+can ever appear. Neither path adds BOS/EOS: the dialect writes them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from tokenizers import Tokenizer as _RustTokenizer
+
+
+class HfTokenizer:
+    """Example::
+
+        tokenizer = HfTokenizer.from_model_dir("/models/GLM-4.7-Flash")
+        tokenizer.encode("<|user|>", special=True)    # [154827]
+        tokenizer.encode("<|user|>", special=False)   # several ordinary tokens
+    """
+
+    def __init__(self, tokenizer: _RustTokenizer) -> None:
+        self._full = tokenizer
+        self._plain = _without_added_tokens(tokenizer)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "HfTokenizer":
+        return cls(_RustTokenizer.from_file(str(path)))
+
+    @classmethod
+    def from_model_dir(cls, directory: str | Path) -> "HfTokenizer":
+        path = Path(directory) / "tokenizer.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"no tokenizer.json in {directory}")
+        return cls.from_file(path)
+
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        tokenizer = self._full if special else self._plain
+        return tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._full.decode(list(ids), skip_special_tokens=False)
+
+    def token_id(self, text: str) -> int | None:
+        """The id of a single token's text (e.g. a stop text), or None when it is not one token."""
+        return self._full.token_to_id(text)
+
+
+def _without_added_tokens(tokenizer: _RustTokenizer) -> _RustTokenizer:
+    config = json.loads(tokenizer.to_str())
+    config["added_tokens"] = []
+    return _RustTokenizer.from_str(json.dumps(config))

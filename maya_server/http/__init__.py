@@ -1,0 +1,1 @@
+"""HTTP concerns shared by every API: auth, errors, SSE, status endpoints."""

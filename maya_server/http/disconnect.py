@@ -1,0 +1,46 @@
+"""Notice a client that has gone away, and stop the work done for it.
+
+Starlette only notices a disconnect when a write fails; a request waiting in
+the engine queue, or a non-streamed generation, writes nothing for a long
+time. So we listen on `receive` ourselves and cancel the work at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, TypeVar
+
+from starlette.requests import Request
+from starlette.types import Receive
+
+T = TypeVar("T")
+
+
+class ClientGone(Exception):
+    """The client disconnected before the work finished."""
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def race_disconnect(receive: Receive, work: Awaitable[T]) -> T:
+    """Run `work`; if the client disconnects first, cancel it and raise ClientGone."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(wait_for_disconnect(receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise ClientGone()
+    return task.result()
+
+
+async def until_disconnected(request: Request, work: Awaitable[T]) -> T:
+    return await race_disconnect(request.receive, work)

@@ -1,0 +1,59 @@
+"""Server-sent events: each event encoded whole and written in one `send`.
+
+`EventStreamResponse` pumps an async iterator of encoded events while watching
+for the client's disconnect; a disconnect cancels the iterator at once, whose
+`finally` blocks then stop the engine and free its slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncGenerator
+
+import orjson
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from .disconnect import wait_for_disconnect
+
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def encode_event(data: dict | str, event: str | None = None) -> bytes:
+    payload = data.encode("utf-8") if isinstance(data, str) else orjson.dumps(data)
+    prefix = b"event: " + event.encode("ascii") + b"\n" if event else b""
+    return prefix + b"data: " + payload + b"\n\n"
+
+
+class EventStreamResponse(Response):
+    """A Response (so frameworks pass it through untouched) that writes its own headers and events."""
+
+    def __init__(self, events: AsyncGenerator[bytes, None], status_code: int = 200) -> None:
+        self.events = events
+        self.status_code = status_code
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        pump = asyncio.ensure_future(self._pump(send))
+        watcher = asyncio.ensure_future(wait_for_disconnect(receive))
+        try:
+            await asyncio.wait({pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+            if not pump.done():
+                pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
+            await self.events.aclose()
+
+    async def _pump(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": SSE_HEADERS})
+        try:
+            async for chunk in self.events:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            return  # the socket closed under us: same as a disconnect

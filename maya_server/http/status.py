@@ -1,0 +1,64 @@
+"""Operational endpoints: /health, /v1/models, /v1/status, /metrics/prometheus."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from fastapi import APIRouter
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.responses import JSONResponse, Response
+
+from ..config import ServerConfig
+from ..errors import NotFoundError
+from ..generation import GenerationService
+
+def status_router(
+    config: ServerConfig,
+    service: GenerationService,
+    endpoints: list[str],
+    extra_status: list[Callable[[], dict]],
+) -> APIRouter:
+    """`endpoints` are the API endpoints served, listed under `dialects` in /v1/status."""
+    router = APIRouter()
+    started = time.time()
+    model_id = config.served_model_name
+
+    @router.get("/health")
+    async def health() -> dict:
+        return {"status": "ok"}
+
+    @router.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [_model(model_id, started)]}
+
+    @router.get("/v1/models/{model}")
+    async def model(model: str) -> Response:
+        if model != model_id:
+            raise NotFoundError(f"The model '{model}' does not exist.", param="model", code="model_not_found")
+        return JSONResponse(_model(model_id, started))
+
+    @router.get("/v1/status")
+    async def status() -> dict:
+        body = {
+            "model": model_id,
+            "family": config.family,
+            "engine": service.engine.describe(),
+            "context_size": service.engine.context_size,
+            "queue": service.queue.describe(),
+            "uptime_s": round(time.time() - started, 3),
+            "dialects": list(endpoints),
+        }
+        for section in extra_status:
+            body.update(section())
+        return body
+
+    @router.get("/metrics/prometheus")
+    async def metrics() -> Response:
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    return router
+
+
+def _model(model_id: str, created: float) -> dict:
+    return {"id": model_id, "object": "model", "created": int(created), "owned_by": "maya"}

