@@ -1,0 +1,1 @@
+"""OpenAI's Responses API: request validation, conversion, structured output and serving."""

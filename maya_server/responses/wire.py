@@ -1,0 +1,42 @@
+"""The base shape every Responses request model shares, and the one way to refuse a field.
+
+OpenAI's request has many parameters Maya cannot honour (hosted tools, files,
+summaries, service tiers). They are declared on the models, so a client that
+sends them gets "not supported" naming the exact field, rather than a vague
+"unrecognized argument", and nothing is ever silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import InvalidRequestError
+from ..validation import param_path
+
+
+class Wire(BaseModel):
+    """Unknown fields are rejected (a typo never passes) and parsed values cannot be reassigned."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def path(prefix: Sequence[Any], *rest: Any) -> str:
+    """('input', 2) + ('content', 0) → 'input[2].content[0]'."""
+    return param_path((*prefix, *rest)) or ""
+
+
+def reject_unsupported(model: BaseModel, prefix: Sequence[Any], reasons: Mapping[str, str]) -> None:
+    """400 at the first field in `reasons` the client set to a non-null value.
+
+    `reasons` maps a field name to the sentence explaining why it is unsupported.
+    """
+    for name, reason in reasons.items():
+        if getattr(model, name) is not None:
+            raise InvalidRequestError(f"'{path(prefix, name)}' is not supported: {reason}", param=path(prefix, name))
+
+
+def bad_value(param: str, message: str) -> InvalidRequestError:
+    """The error for a value that has the right type but is not allowed here."""
+    return InvalidRequestError(f"Invalid value for '{param}': {message}", param=param)
