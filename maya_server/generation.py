@@ -96,8 +96,10 @@ class GenerationService:
             i for i in (engine.token_id(text) for text in dialect.stop_texts) if i is not None
         )
 
-    def prepare(self, conversation: Conversation, settings: GenerationSettings) -> PreparedGeneration:
-        """Render and tokenize; refuse (400) what cannot fit the context. No engine call."""
+    def prepare(
+        self, conversation: Conversation, settings: GenerationSettings, *, context_param: str = "messages"
+    ) -> PreparedGeneration:
+        """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call."""
         prompt_ids = self.dialect.render(conversation).token_ids(self.engine.tokenizer)
         context = self.engine.context_size
         room = context - len(prompt_ids)
@@ -106,13 +108,13 @@ class GenerationService:
                 f"This model's maximum context length is {context} tokens. However, you requested "
                 f"{len(prompt_ids) + settings.max_tokens} tokens ({len(prompt_ids)} in the messages, "
                 f"{settings.max_tokens} in the completion). Please reduce the length of the messages or completion.",
-                param="messages",
+                param=context_param,
             )
         if room <= 0:
             raise ContextLengthExceeded(
                 f"This model's maximum context length is {context} tokens, and the messages alone "
                 f"take {len(prompt_ids)} tokens. Please reduce the length of the messages.",
-                param="messages",
+                param=context_param,
             )
         params = SamplingParams(
             max_tokens=settings.max_tokens if settings.max_tokens is not None else room,

@@ -1,0 +1,211 @@
+"""Pipeline events → Responses API stream events and the response object, in one place.
+
+The assembler owns the response being built. Every event it returns is a
+complete wire event (`type`, `sequence_number`, fields) and the same state
+gives the final object (`snapshot()`), so the SSE stream, the JSON answer and
+(later) the stored copy can never disagree. Sequence numbers are assigned
+here and nowhere else, from 0.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
+from ..generation import Failed, Finished, PipelineEvent, Usage
+from .envelope import response_envelope
+from .request import ResponsesRequest
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+@dataclass
+class _Item:
+    """One output item under construction: reasoning, message or function_call."""
+
+    kind: str
+    id: str
+    output_index: int
+    text: list[str] = field(default_factory=list)
+    call_id: str = ""
+    name: str = ""
+    status: str = "in_progress"
+
+    def body(self) -> dict:
+        joined = "".join(self.text)
+        if self.kind == "reasoning":
+            return {"id": self.id, "type": "reasoning", "summary": [], "status": self.status,
+                    "content": [{"type": "reasoning_text", "text": joined}] if self.status != "in_progress" else []}
+        if self.kind == "message":
+            content = [_output_text(joined)] if self.status != "in_progress" else []
+            return {"id": self.id, "type": "message", "role": "assistant", "status": self.status, "content": content}
+        return {"id": self.id, "type": "function_call", "status": self.status, "call_id": self.call_id,
+                "name": self.name, "arguments": joined}
+
+
+def _output_text(text: str) -> dict:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+class ResponseAssembler:
+    def __init__(self, request: ResponsesRequest, *, model: str, response_id: str | None = None) -> None:
+        self.id = response_id or new_id("resp")
+        self.created_at = int(time.time())
+        self.status = "in_progress"
+        self._envelope = response_envelope(request, model)
+        self._items: list[_Item] = []
+        self._open: _Item | None = None
+        self._calls: dict[int, _Item] = {}
+        self._sequence = 0
+        self.usage: Usage | None = None
+        self.error: dict | None = None
+        self.incomplete_details: dict | None = None
+        self.completed_at: int | None = None
+
+    # -- the whole object -------------------------------------------------------------
+    def snapshot(self) -> dict:
+        return {
+            "id": self.id, "object": "response", "created_at": self.created_at, "status": self.status,
+            "completed_at": self.completed_at, "error": self.error, "incomplete_details": self.incomplete_details,
+            **self._envelope,
+            "output": [item.body() for item in self._items],
+            "usage": _usage_body(self.usage) if self.usage else None,
+        }
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("completed", "incomplete", "failed", "cancelled")
+
+    # -- events -----------------------------------------------------------------------
+    def opening(self) -> list[dict]:
+        return [self._event("response.created", response=self.snapshot()),
+                self._event("response.in_progress", response=self.snapshot())]
+
+    def on_event(self, event: PipelineEvent) -> list[dict]:
+        if isinstance(event, ReasoningDelta):
+            return self._text_delta("reasoning", event.text)
+        if isinstance(event, TextDelta):
+            return self._text_delta("message", event.text)
+        if isinstance(event, ToolCallStarted):
+            return self._call_started(event)
+        if isinstance(event, ToolCallArgumentsDelta):
+            item = self._calls[event.index]
+            item.text.append(event.text)
+            return [self._event("response.function_call_arguments.delta", item_id=item.id,
+                                output_index=item.output_index, delta=event.text)]
+        if isinstance(event, ToolCallFinished):
+            return self._call_finished(event)
+        if isinstance(event, ToolCallInvalid):
+            return self._call_truncated(event)
+        if isinstance(event, Finished):
+            return self._finish(event)
+        if isinstance(event, Failed):
+            return self._fail(event)
+        return []
+
+    def _event(self, kind: str, **fields: Any) -> dict:
+        event = {"type": kind, "sequence_number": self._sequence, **fields}
+        self._sequence += 1
+        return event
+
+    def _text_delta(self, kind: str, text: str) -> list[dict]:
+        events: list[dict] = []
+        if self._open is None or self._open.kind != kind:
+            events += self._close_open("completed")
+            events += self._open_item(kind)
+        item = self._open
+        item.text.append(text)
+        name = "response.reasoning_text.delta" if kind == "reasoning" else "response.output_text.delta"
+        extra = {} if kind == "reasoning" else {"logprobs": []}
+        events.append(self._event(name, item_id=item.id, output_index=item.output_index, content_index=0,
+                                  delta=text, **extra))
+        return events
+
+    def _open_item(self, kind: str) -> list[dict]:
+        item = _Item(kind, new_id("rs" if kind == "reasoning" else "msg"), len(self._items))
+        self._items.append(item)
+        self._open = item
+        part = {"type": "reasoning_text", "text": ""} if kind == "reasoning" else _output_text("")
+        return [self._event("response.output_item.added", output_index=item.output_index, item=item.body()),
+                self._event("response.content_part.added", item_id=item.id, output_index=item.output_index,
+                            content_index=0, part=part)]
+
+    def _close_open(self, status: str) -> list[dict]:
+        item, self._open = self._open, None
+        if item is None:
+            return []
+        item.status = status
+        text = "".join(item.text)
+        if item.kind == "reasoning":
+            done = self._event("response.reasoning_text.done", item_id=item.id, output_index=item.output_index,
+                               content_index=0, text=text)
+            part = {"type": "reasoning_text", "text": text}
+        else:
+            done = self._event("response.output_text.done", item_id=item.id, output_index=item.output_index,
+                               content_index=0, text=text, logprobs=[])
+            part = _output_text(text)
+        return [done,
+                self._event("response.content_part.done", item_id=item.id, output_index=item.output_index,
+                            content_index=0, part=part),
+                self._event("response.output_item.done", output_index=item.output_index, item=item.body())]
+
+    def _call_started(self, event: ToolCallStarted) -> list[dict]:
+        events = self._close_open("completed")
+        item = _Item("function_call", new_id("fc"), len(self._items), call_id=event.call_id, name=event.name)
+        self._items.append(item)
+        self._calls[event.index] = item
+        return events + [self._event("response.output_item.added", output_index=item.output_index, item=item.body())]
+
+    def _call_finished(self, event: ToolCallFinished) -> list[dict]:
+        item = self._calls[event.index]
+        item.text = [event.arguments]
+        item.status = "completed"
+        return [self._event("response.function_call_arguments.done", item_id=item.id, output_index=item.output_index,
+                            name=item.name, arguments=event.arguments),
+                self._event("response.output_item.done", output_index=item.output_index, item=item.body())]
+
+    def _call_truncated(self, event: ToolCallInvalid) -> list[dict]:
+        """Only truncation reaches here (the pipeline fails the rest): no arguments.done, status incomplete."""
+        item = self._calls.get(event.index) if event.index is not None else None
+        if item is None:
+            return []
+        item.status = "incomplete"
+        return [self._event("response.output_item.done", output_index=item.output_index, item=item.body())]
+
+    def _finish(self, event: Finished) -> list[dict]:
+        self.usage = event.usage
+        limited = event.reason == "length"
+        events = self._close_open("incomplete" if limited else "completed")
+        self.completed_at = int(time.time())
+        if limited:
+            self.status = "incomplete"
+            self.incomplete_details = {"reason": "max_output_tokens"}
+            return events + [self._event("response.incomplete", response=self.snapshot())]
+        self.status = "completed"
+        return events + [self._event("response.completed", response=self.snapshot())]
+
+    def _fail(self, event: Failed) -> list[dict]:
+        self.usage = event.usage
+        events = self._close_open("incomplete")
+        error = event.error
+        self.status = "failed"
+        self.error = {"code": error.code or "server_error", "message": error.message}
+        return events + [
+            self._event("error", code=error.code, message=error.message, param=error.param),
+            self._event("response.failed", response=self.snapshot()),
+        ]
+
+
+def _usage_body(usage: Usage) -> dict:
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total_tokens,
+    }

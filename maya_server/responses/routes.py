@@ -1,0 +1,88 @@
+"""POST /v1/responses: validate, convert, generate, assemble; JSON or SSE.
+
+Everything that can be refused is refused before the engine is touched:
+request validation, unsupported features, conversion (call/result matching,
+images) and the context check all raise 400s first.
+"""
+
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from ..errors import InvalidRequestError
+from ..generation import GenerationService, PipelineEvent
+from ..http.disconnect import ClientGone, until_disconnected
+from ..http.sse import EventStreamResponse, encode_event
+from ..validation import parse_json_object
+from .assembler import ResponseAssembler
+from .convert import to_conversation, to_settings
+from .publish_gate import PublishGate
+from .request import ResponsesRequest, parse_responses_request
+from .structured import StructuredValidator
+
+NOT_YET = {
+    "store": "Stored responses are not available yet; send the full history with store:false.",
+    "previous_response_id": "Stored responses are not available yet; send the full history in 'input'.",
+    "background": "Background responses are not available yet.",
+}
+
+
+def responses_router(service: GenerationService, model_name: str) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v1/responses")
+    async def create_response(request: Request) -> Response:
+        body = parse_responses_request(parse_json_object(await request.body()))
+        _refuse_unavailable(body)
+        prepared = service.prepare(to_conversation(body), to_settings(body), context_param="input")
+        assembler = ResponseAssembler(body, model=model_name)
+        events = _gated(service.run(prepared), _gate(body))
+        if body.stream:
+            return EventStreamResponse(_stream(assembler, events))
+        try:
+            await until_disconnected(request, _drain(assembler, events))
+        except ClientGone:
+            return Response(status_code=499)  # nobody is listening; the engine was stopped
+        return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
+
+    return router
+
+
+def _refuse_unavailable(body: ResponsesRequest) -> None:
+    for name, message in NOT_YET.items():
+        if getattr(body, name):
+            raise InvalidRequestError(message, param=name, code="unsupported_parameter")
+
+
+def _gate(body: ResponsesRequest) -> PublishGate:
+    tools = {t.name: v for t in body.tools if (v := StructuredValidator.for_tool(t)) is not None}
+    return PublishGate(StructuredValidator.for_format(body.output_format), tools)
+
+
+async def _gated(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> AsyncIterator[PipelineEvent]:
+    try:
+        async for event in events:
+            for released in gate.feed(event):
+                yield released
+    finally:
+        await events.aclose()
+
+
+async def _drain(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> None:
+    async for event in events:
+        assembler.on_event(event)
+
+
+async def _stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> AsyncIterator[bytes]:
+    try:
+        for event in assembler.opening():
+            yield encode_event(event, event["type"])
+        async for pipeline_event in events:
+            for event in assembler.on_event(pipeline_event):
+                yield encode_event(event, event["type"])
+    finally:
+        await events.aclose()
