@@ -52,3 +52,27 @@ def test_real_max_tokens_truncates(smollm):
     )
     assert completion.choices[0].finish_reason == "length"
     assert completion.usage.completion_tokens == 5
+
+
+def test_real_generation_through_responses(smollm):
+    response = smollm.client().responses.create(
+        model="smollm2", input="What is the capital of France?", temperature=0, max_output_tokens=32
+    )
+    assert response.status in ("completed", "incomplete")
+    assert "Paris" in response.output_text
+    assert response.usage.output_tokens > 0
+    assert response.output[-1].type == "message"
+
+
+def test_real_streaming_through_responses_matches_non_streaming(smollm):
+    client = smollm.client()
+    whole = client.responses.create(model="smollm2", input="Name a color.", temperature=0, max_output_tokens=16)
+    events = list(client.responses.create(
+        model="smollm2", input="Name a color.", temperature=0, max_output_tokens=16, stream=True
+    ))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[0].type == "response.created"
+    assert events[-1].type in ("response.completed", "response.incomplete")
+    streamed = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert streamed == whole.output_text
+    assert events[-1].response.output_text == whole.output_text
