@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Literal
+from typing import AsyncIterator, Literal, Sequence
 
 from ..tokenizer import Tokenizer
 
@@ -64,6 +64,17 @@ class Generation:
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
+
+
+def reusable_prefix_length(previous: Sequence[int], prompt: Sequence[int]) -> int:
+    """Prompt tokens an engine need not evaluate again: the prefix shared with the previous
+    sequence, short of the prompt's last token (which must be evaluated to sample the next)."""
+    n = 0
+    for a, b in zip(previous, prompt[:-1]):
+        if a != b:
+            break
+        n += 1
+    return n
 
 
 class Engine(ABC):

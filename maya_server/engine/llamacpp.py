@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import AsyncIterator, Iterator, Sequence
 
 from ..errors import EngineError
-from .base import Engine, GeneratedToken, Generation
+from .base import Engine, GeneratedToken, Generation, reusable_prefix_length
 
 log = logging.getLogger("maya.engine")
 
@@ -109,7 +109,7 @@ class LlamaCppEngine(Engine):
         """On the engine thread: set the seed, count the reusable prefix, create the token iterator."""
         params = generation.params
         prompt = generation.prompt_ids
-        generation.stats.cached_tokens = _common_prefix(self._llama._input_ids[: self._llama.n_tokens], prompt)
+        generation.stats.cached_tokens = reusable_prefix_length(self._llama._input_ids[: self._llama.n_tokens], prompt)
         self._llama.set_seed(params.seed if params.seed is not None else random.randrange(2**31))
         return self._llama.generate(
             prompt,
@@ -131,13 +131,3 @@ def _next_token(tokens: Iterator[int]) -> int:
         return next(tokens)
     except StopIteration:
         raise EngineError("the engine stopped without an end-of-generation token") from None
-
-
-def _common_prefix(previous: Sequence[int], prompt: Sequence[int]) -> int:
-    """Tokens llama.cpp will not evaluate again: the shared prefix, short of the prompt's last token."""
-    n = 0
-    for a, b in zip(previous, prompt[:-1]):
-        if a != b:
-            break
-        n += 1
-    return n

@@ -22,7 +22,7 @@ from typing import AsyncIterator, Sequence
 import orjson
 
 from ..errors import EngineError
-from .base import Engine, GeneratedToken, Generation
+from .base import Engine, GeneratedToken, Generation, reusable_prefix_length
 
 # Special-looking tags (<|user|>, </think>, <｜Assistant｜>, [gMASK]) stay one token;
 # other text splits into words with their leading space, at most 8 characters each.
@@ -118,7 +118,7 @@ class ScriptedEngine(Engine):
         self.params.append(generation.params)
         stats = generation.stats
         stats.prompt_tokens = len(generation.prompt_ids)
-        stats.cached_tokens = _common_prefix(self._last_ids, generation.prompt_ids)
+        stats.cached_tokens = reusable_prefix_length(self._last_ids, generation.prompt_ids)
         self._last_ids = list(generation.prompt_ids)
         try:
             for index, token_id in enumerate(self.tokenizer.encode(entry.text, special=True)):
@@ -141,12 +141,3 @@ class ScriptedEngine(Engine):
             if stats.finish_reason is None:
                 stats.finish_reason = "cancelled"
                 self.cancelled += 1
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b[:-1]):
-        if x != y:
-            break
-        n += 1
-    return n

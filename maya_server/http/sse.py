@@ -7,14 +7,13 @@ for the client's disconnect; a disconnect cancels the iterator at once, whose
 
 from __future__ import annotations
 
-import asyncio
 from typing import AsyncGenerator
 
 import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .disconnect import wait_for_disconnect
+from .disconnect import ClientGone, race_disconnect
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -38,15 +37,11 @@ class EventStreamResponse(Response):
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        pump = asyncio.ensure_future(self._pump(send))
-        watcher = asyncio.ensure_future(wait_for_disconnect(receive))
         try:
-            await asyncio.wait({pump, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            await race_disconnect(receive, self._pump(send))
+        except ClientGone:
+            pass  # the pump was cancelled: its events' finally blocks stopped the engine
         finally:
-            watcher.cancel()
-            if not pump.done():
-                pump.cancel()
-            await asyncio.gather(pump, return_exceptions=True)
             await self.events.aclose()
 
     async def _pump(self, send: Send) -> None:
