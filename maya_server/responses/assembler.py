@@ -192,9 +192,14 @@ class ResponseAssembler:
     def _fail(self, event: Failed) -> list[dict]:
         self.usage = event.usage
         events = self._close_open("incomplete")
+        for item in self._calls.values():
+            if item.status == "in_progress":  # a started call never finished: closed, without arguments.done
+                item.status = "incomplete"
+                events.append(self._event("response.output_item.done", output_index=item.output_index, item=item.body()))
         error = event.error
         self.status = "failed"
-        self.error = {"code": error.code or "server_error", "message": error.message}
+        # The response object's error.code is OpenAI's enum; Maya's specific code travels in the `error` event.
+        self.error = {"code": "server_error", "message": error.message}
         return events + [
             self._event("error", code=error.code, message=error.message, param=error.param),
             self._event("response.failed", response=self.snapshot()),
@@ -204,7 +209,7 @@ class ResponseAssembler:
 def _usage_body(usage: Usage) -> dict:
     return {
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": usage.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.total_tokens,
