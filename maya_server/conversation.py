@@ -96,5 +96,27 @@ class Conversation:
     extra_system: tuple[str, ...] = field(default=())
     """System text the server adds (e.g. JSON-output instructions), rendered after `turns`' own system text."""
 
+    @classmethod
+    def from_request(
+        cls,
+        turns: tuple[Turn, ...],
+        *,
+        tools: tuple[ToolSpec, ...],
+        tool_choice: ToolChoice,
+        reasoning_effort: ReasoningEffort | None,
+        parallel_tool_calls: bool | None,
+        extra_system: tuple[str, ...] = (),
+    ) -> "Conversation":
+        """The rules both APIs share: `tool_choice:"none"` hides the tools from the model,
+        and parallel calls are allowed unless the request says false."""
+        return cls(
+            turns=turns,
+            tools=tools if tool_choice != "none" else (),
+            tool_choice=tool_choice,
+            reasoning_effort=reasoning_effort,
+            parallel_tool_calls=parallel_tool_calls is not False,
+            extra_system=extra_system,
+        )
+
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)

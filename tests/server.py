@@ -45,5 +45,15 @@ class RunningServer:
         self._thread.join(timeout=20)
 
 
+def wait_for(condition, timeout: float = 10.0) -> bool:
+    """Poll `condition` until it holds (True) or `timeout` passes (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def scripted_config(**overrides) -> ServerConfig:
     return replace(ServerConfig(engine="scripted", family="chatml", ctx=4096), **overrides)

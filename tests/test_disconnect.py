@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 
-
-def _wait_for(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
+from .server import wait_for
 
 
 def test_streaming_client_disconnect_cancels_the_engine(start_server):
@@ -24,8 +15,8 @@ def test_streaming_client_disconnect_cancels_the_engine(start_server):
             lines = response.iter_lines()
             received = [next(lines) for _ in range(6)]
     assert any(line.startswith("data: ") for line in received)
-    assert _wait_for(lambda: server.engine.cancelled == 1)
-    assert _wait_for(lambda: server.app.state.service.queue.busy == 0)
+    assert wait_for(lambda: server.engine.cancelled == 1)
+    assert wait_for(lambda: server.app.state.service.queue.busy == 0)
     generated = server.app.state.service.engine.params  # the engine saw exactly one request
     assert len(generated) == 1
     server.engine.set_script(["done"])
@@ -39,8 +30,8 @@ def test_non_streaming_client_disconnect_cancels_the_engine(start_server):
         httpx.post(server.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "go"}]}, timeout=0.3)
     except httpx.TimeoutException:
         pass
-    assert _wait_for(lambda: server.engine.cancelled == 1)
-    assert _wait_for(lambda: server.app.state.service.queue.busy == 0)
+    assert wait_for(lambda: server.engine.cancelled == 1)
+    assert wait_for(lambda: server.app.state.service.queue.busy == 0)
 
 
 def test_a_waiting_request_whose_client_leaves_never_reaches_the_engine(start_server):
@@ -55,6 +46,6 @@ def test_a_waiting_request_whose_client_leaves_never_reaches_the_engine(start_se
                            json={"messages": [{"role": "user", "content": "second"}]}, timeout=0.2)
             except httpx.TimeoutException:
                 pass
-            assert _wait_for(lambda: server.app.state.service.queue.waiting == 0)
-    assert _wait_for(lambda: server.app.state.service.queue.busy == 0)
+            assert wait_for(lambda: server.app.state.service.queue.waiting == 0)
+    assert wait_for(lambda: server.app.state.service.queue.busy == 0)
     assert server.engine.calls == 1

@@ -18,12 +18,12 @@ def to_conversation(request: wire.ChatRequest, messages: list[wire.Message], *, 
         ToolSpec(t.function.name, t.function.description, t.function.parameters, bool(t.function.strict))
         for t in request.tools or []
     )
-    return Conversation(
-        turns=turns,
-        tools=tools if tool_choice != "none" else (),
+    return Conversation.from_request(
+        turns,
+        tools=tools,
         tool_choice=tool_choice,
         reasoning_effort=request.reasoning_effort,
-        parallel_tool_calls=request.parallel_tool_calls is not False,
+        parallel_tool_calls=request.parallel_tool_calls,
     )
 
 

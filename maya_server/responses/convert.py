@@ -54,12 +54,12 @@ def to_conversation(
     tool_choice = NamedToolChoice(choice.name) if isinstance(choice, FunctionToolChoice) else choice
     tools = tuple(ToolSpec(t.name, t.description, t.parameters, bool(t.strict)) for t in request.tools)
     extra = json_instructions(request.output_format)
-    return Conversation(
-        turns=turns,
-        tools=tools if tool_choice != "none" else (),
+    return Conversation.from_request(
+        turns,
+        tools=tools,
         tool_choice=tool_choice,
         reasoning_effort=request.effort,
-        parallel_tool_calls=request.parallel_tool_calls is not False,
+        parallel_tool_calls=request.parallel_tool_calls,
         extra_system=(extra,) if extra else (),
     )
 

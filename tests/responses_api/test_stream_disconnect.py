@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 
+from ..server import wait_for
+
 from .sse import iter_frames
-
-
-def wait_for(condition, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_streaming_disconnect_stops_generation(start_server):
