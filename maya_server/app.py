@@ -20,7 +20,7 @@ from .http.auth import ApiKeyMiddleware
 from .http.errors import install_error_handlers
 from .http.status import status_router
 from .metrics import Metrics
-from .request_metrics import RequestMetricsMiddleware
+from .http.request_metrics import RequestMetricsMiddleware
 from .responses.routes import responses_router
 
 
@@ -43,7 +43,7 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     install_error_handlers(app)
     app.include_router(chat_router(service, config.served_model_name))
     app.include_router(responses_router(service, config.served_model_name))
-    app.include_router(status_router(config, service, ["/v1/chat/completions", "/v1/responses"], []))
+    app.include_router(status_router(config, service, ["/v1/chat/completions", "/v1/responses"]))
 
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)

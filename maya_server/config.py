@@ -13,8 +13,7 @@ Every problem is a `ConfigError` naming the field; the CLI prints it and exits 2
 from __future__ import annotations
 
 import importlib.util
-import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -203,6 +202,3 @@ def _check_consistency(config: ServerConfig) -> ServerConfig:
         raise ConfigError("script", f"{config.script} is not a file")
     return config
 
-
-def config_field_names() -> list[str]:
-    return [f.name for f in fields(ServerConfig) if f.name != "environ"]

@@ -163,9 +163,7 @@ class GenerationService:
             yield Failed(exc, state.usage())
             return
         finally:
-            if state.stops.matched or state.policy.done:
-                state.generation.cancel()
-            await tokens.aclose()
+            await tokens.aclose()  # closing the engine's stream stops it, whoever ended the turn
         if state.stops.matched or state.policy.done:
             state.generation.stats.finish_reason = "stop"  # we ended the turn, not the client
         for event in self._finish(state):

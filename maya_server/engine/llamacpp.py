@@ -109,7 +109,7 @@ class LlamaCppEngine(Engine):
         """On the engine thread: set the seed, count the reusable prefix, create the token iterator."""
         params = generation.params
         prompt = generation.prompt_ids
-        generation.stats.cached_tokens = reusable_prefix_length(self._llama._input_ids[: self._llama.n_tokens], prompt)
+        generation.stats.cached_tokens = reusable_prefix_length(self._llama._input_ids, prompt)
         self._llama.set_seed(params.seed if params.seed is not None else random.randrange(2**31))
         return self._llama.generate(
             prompt,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Sequence
@@ -27,6 +28,8 @@ from .base import Engine, GeneratedToken, Generation, reusable_prefix_length
 # Special-looking tags (<|user|>, </think>, <｜Assistant｜>, [gMASK]) stay one token;
 # other text splits into words with their leading space, at most 8 characters each.
 _TOKEN_PATTERN = re.compile(r"<[^<>\s]{1,48}>|\[[A-Za-z]{2,12}\]|\s*[^\s<\[]{1,8}|\s+|.", re.DOTALL)
+RECORDED_REQUESTS = 256
+"""Prompts and settings kept for inspection: the latest ones, so a long-running demo stays bounded."""
 _SPECIAL_PATTERN = re.compile(r"<[^<>\s]{1,48}>|\[[A-Za-z]{2,12}\]")
 
 
@@ -88,8 +91,8 @@ class ScriptedEngine(Engine):
         self.slots = slots
         self.tokenizer = ScriptTokenizer()
         self.calls = 0
-        self.prompts: list[list[int]] = []
-        self.params: list = []
+        self.prompts: deque[list[int]] = deque(maxlen=RECORDED_REQUESTS)
+        self.params: deque = deque(maxlen=RECORDED_REQUESTS)
         self.cancelled = 0
         self._last_ids: list[int] = []
 

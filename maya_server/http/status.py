@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
-
 from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import JSONResponse, Response
@@ -17,7 +15,6 @@ def status_router(
     config: ServerConfig,
     service: GenerationService,
     endpoints: list[str],
-    extra_status: list[Callable[[], dict]],
 ) -> APIRouter:
     """`endpoints` are the API endpoints served, listed under `dialects` in /v1/status."""
     router = APIRouter()
@@ -49,8 +46,6 @@ def status_router(
             "uptime_s": round(time.time() - started, 3),
             "dialects": list(endpoints),
         }
-        for section in extra_status:
-            body.update(section())
         return body
 
     @router.get("/metrics/prometheus")

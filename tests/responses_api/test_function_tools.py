@@ -13,6 +13,7 @@ import pytest
 
 from tests.test_chat_dialects import chatml_call, dsml_block, dsml_call, glm_call
 
+from .shapes import CALL, OPENING, REASONING
 from .sse import post_json, read_stream
 from .test_text_and_reasoning import tokens
 
@@ -48,21 +49,6 @@ def two_calls(family: str) -> str:
 TEXT_ONLY = {"glm": "Checking.</think>No tool needed.", "deepseek-v4": "Checking.</think>No tool needed.",
              "chatml": "<think>Checking.</think>No tool needed."}
 FAMILIES = ["chatml", "deepseek-v4", "glm"]
-REASONING = [
-    "response.output_item.added",
-    "response.content_part.added",
-    "response.reasoning_text.delta*",
-    "response.reasoning_text.done",
-    "response.content_part.done",
-    "response.output_item.done",
-]
-CALL = [
-    "response.output_item.added",
-    "response.function_call_arguments.delta*",
-    "response.function_call_arguments.done",
-    "response.output_item.done",
-]
-OPENING = ["response.created", "response.in_progress"]
 
 
 def calls_of(response) -> list[tuple[str, dict]]:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.test_chat_dialects import chatml_call, glm_call
 
+from .shapes import CALL, FAILED, MESSAGE, OPENING
 from .sse import post_json, read_stream
 from .test_text_and_reasoning import tokens
 
@@ -27,22 +28,13 @@ SCHEMA = {
 JSON_SCHEMA = {"format": {"type": "json_schema", "name": "count", "strict": True, "schema": SCHEMA}}
 JSON_OBJECT = {"format": {"type": "json_object"}}
 VALID = '{"fruit": "apple", "count": 3}'
-OPENING = ["response.created", "response.in_progress"]
-MESSAGE = [
-    "response.output_item.added",
-    "response.content_part.added",
-    "response.output_text.delta*",
-    "response.output_text.done",
-    "response.content_part.done",
-    "response.output_item.done",
-]
-FAILED = OPENING + ["error", "response.failed"]
+FAILED_STREAM = OPENING + FAILED
 STRICT_TOOL = {"type": "function", "name": "record", "strict": True, "parameters": SCHEMA}
 LOOSE_TOOL = {"type": "function", "name": "record", "parameters": SCHEMA}
 
 
 def assert_failed_without_content(stream, server, script: str, *fragments: str) -> None:
-    assert stream.shape() == FAILED
+    assert stream.shape() == FAILED_STREAM
     error = stream.of("error")[0]
     assert error.code == "invalid_structured_output"
     for fragment in fragments:
@@ -89,7 +81,7 @@ def test_an_engine_failure_in_structured_output_publishes_no_content(start_serve
     assert len(tokens(server, VALID)) > 3
     with server.http() as http:
         stream = read_stream(http, {"model": "m", "input": ASK, "text": JSON_SCHEMA})
-    assert stream.shape() == FAILED  # the three generated tokens were held, never published
+    assert stream.shape() == FAILED_STREAM  # the three generated tokens were held, never published
     assert stream.of("error")[0].code == "engine_error"
     assert stream.final.usage.output_tokens == 3
 
@@ -162,12 +154,6 @@ def test_json_object_invalid(start_server, script):
 
 # -- strict tools -----------------------------------------------------------------------
 
-CALL = [
-    "response.output_item.added",
-    "response.function_call_arguments.delta*",
-    "response.function_call_arguments.done",
-    "response.output_item.done",
-]
 
 
 def test_strict_tool_with_valid_arguments(start_server):
@@ -198,7 +184,7 @@ def test_strict_tool_validation_in_glm_syntax(start_server):
     server = start_server([script], family="glm")
     with server.http() as http:
         stream = read_stream(http, {"model": "m", "input": ASK, "tools": [STRICT_TOOL]})
-    assert stream.shape() == FAILED
+    assert stream.shape() == FAILED_STREAM
     assert stream.of("response.function_call_arguments.delta") == []
 
 

@@ -9,38 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from .shapes import MESSAGE, OPENING, REASONING
 from .sse import post_json, read_stream
 
 ASK = "What is the weather?"
 TEXT = "Hello there friend."
-TEXT_STREAM = [
-    "response.created",
-    "response.in_progress",
-    "response.output_item.added",
-    "response.content_part.added",
-    "response.output_text.delta*",
-    "response.output_text.done",
-    "response.content_part.done",
-    "response.output_item.done",
-    "response.completed",
-]
-REASONING_THEN_TEXT = [
-    "response.created",
-    "response.in_progress",
-    "response.output_item.added",
-    "response.content_part.added",
-    "response.reasoning_text.delta*",
-    "response.reasoning_text.done",
-    "response.content_part.done",
-    "response.output_item.done",
-    "response.output_item.added",
-    "response.content_part.added",
-    "response.output_text.delta*",
-    "response.output_text.done",
-    "response.content_part.done",
-    "response.output_item.done",
-    "response.completed",
-]
+TEXT_STREAM = OPENING + MESSAGE + ["response.completed"]
+REASONING_THEN_TEXT = OPENING + REASONING + MESSAGE + ["response.completed"]
 # family → the model's raw output: reasoning "The user wants weather.", answer "It is sunny."
 # (GLM and DeepSeek-V4 prompts end inside the reasoning, so their output starts there.)
 REASONING_SCRIPTS = {

@@ -6,7 +6,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .metrics import Metrics
+from ..metrics import Metrics
 
 
 class RequestMetricsMiddleware:
