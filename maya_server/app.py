@@ -6,6 +6,9 @@ services, so tests (and embedders) can build as many as they like.
 
 from __future__ import annotations
 
+import time
+from typing import Callable
+
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
@@ -21,11 +24,20 @@ from .http.errors import install_error_handlers
 from .http.status import status_router
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
+from .responses.resources import resources_router
 from .responses.routes import responses_router
+from .responses.settings import ResponsesSettings
+from .responses.store import ResponseStore
+from .responses.store_metrics import StoreCollector
 
 
-def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
+def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> FastAPI:
+    """`clock` drives the response store's TTL (tests inject one). A bad Responses setting in
+    `config.environ` raises `ConfigError`."""
+    settings = ResponsesSettings.from_environ(config.environ)
+    store = ResponseStore(settings, clock=clock)
     metrics = Metrics()
+    metrics.registry.register(StoreCollector(store))
     queue = EngineQueue(
         engine.slots,
         config.max_queue,
@@ -40,10 +52,15 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.config = config
     app.state.service = service
+    app.state.store = store
     install_error_handlers(app)
     app.include_router(chat_router(service, config.served_model_name))
-    app.include_router(responses_router(service, config.served_model_name))
-    app.include_router(status_router(config, service, ["/v1/chat/completions", "/v1/responses"]))
+    app.include_router(responses_router(service, store, config.served_model_name))
+    app.include_router(resources_router(store))
+    app.include_router(status_router(
+        config, service, ["/v1/chat/completions", "/v1/responses"],
+        sections={"responses": lambda: {"cache": store.stats()}},
+    ))
 
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)

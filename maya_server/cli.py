@@ -62,6 +62,9 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
         config = load(argv, prog, default_family)
         from .engine.registry import create_engine
 
+        from .responses.settings import ResponsesSettings
+
+        ResponsesSettings.from_environ(config.environ)  # refuse bad settings before loading a model
         engine = create_engine(config)
     except ConfigError as exc:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)

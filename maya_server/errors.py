@@ -6,6 +6,7 @@
     ├── AuthenticationError        401 invalid_api_key
     ├── NotFoundError              404
     ├── ConflictError              409
+    ├── StorageCapacityError       413 a snapshot too large for the response store
     ├── RateLimitError             429 (a bounded queue is full)
     ├── EngineError                500 server_error (the engine failed mid-generation)
     └── ServiceUnavailableError    503
@@ -58,6 +59,12 @@ class ConflictError(MayaError):
     status = 409
     type = "invalid_request_error"
     code = "conflict"
+
+
+class StorageCapacityError(MayaError):
+    status = 413
+    type = "invalid_request_error"
+    code = "storage_capacity_exceeded"
 
 
 class RateLimitError(MayaError):

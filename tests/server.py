@@ -16,10 +16,11 @@ from maya_server.engine.base import Engine
 
 
 class RunningServer:
-    def __init__(self, config: ServerConfig, engine: Engine) -> None:
+    def __init__(self, config: ServerConfig, engine: Engine, **app_options) -> None:
+        """`app_options` go to `create_app` (e.g. `clock=` for the response store's TTL)."""
         self.config = config
         self.engine = engine
-        self.app = create_app(config, engine)
+        self.app = create_app(config, engine, **app_options)
         self._server = uvicorn.Server(
             uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
         )

@@ -7,7 +7,7 @@ for the client's disconnect; a disconnect cancels the iterator at once, whose
 
 from __future__ import annotations
 
-from typing import AsyncGenerator
+from typing import AsyncGenerator, Callable
 
 import orjson
 from starlette.responses import Response
@@ -29,11 +29,21 @@ def encode_event(data: dict | str, event: str | None = None) -> bytes:
 
 
 class EventStreamResponse(Response):
-    """A Response (so frameworks pass it through untouched) that writes its own headers and events."""
+    """A Response (so frameworks pass it through untouched) that writes its own headers and events.
 
-    def __init__(self, events: AsyncGenerator[bytes, None], status_code: int = 200) -> None:
+    `on_close` runs once the stream is over however it ended, even when the events were never
+    started (a generator's own `finally` does not run then): it releases what the request holds.
+    """
+
+    def __init__(
+        self,
+        events: AsyncGenerator[bytes, None],
+        status_code: int = 200,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
         self.events = events
         self.status_code = status_code
+        self.on_close = on_close
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -42,7 +52,11 @@ class EventStreamResponse(Response):
         except ClientGone:
             pass  # the pump was cancelled: its events' finally blocks stopped the engine
         finally:
-            await self.events.aclose()
+            try:
+                await self.events.aclose()
+            finally:
+                if self.on_close is not None:
+                    self.on_close()
 
     async def _pump(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": SSE_HEADERS})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from typing import Callable, Mapping
+
 from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import JSONResponse, Response
@@ -15,8 +17,10 @@ def status_router(
     config: ServerConfig,
     service: GenerationService,
     endpoints: list[str],
+    sections: Mapping[str, Callable[[], dict]] = {},
 ) -> APIRouter:
-    """`endpoints` are the API endpoints served, listed under `dialects` in /v1/status."""
+    """`endpoints` are the API endpoints served, listed under `dialects` in /v1/status;
+    `sections` add named aggregate figures (e.g. the response store's) to it."""
     router = APIRouter()
     started = time.time()
     model_id = config.served_model_name
@@ -45,6 +49,7 @@ def status_router(
             "queue": service.queue.describe(),
             "uptime_s": round(time.time() - started, 3),
             "dialects": list(endpoints),
+            **{name: read() for name, read in sections.items()},
         }
         return body
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
+from ..errors import MayaError
 from ..events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from ..generation import Failed, Finished, PipelineEvent, Usage
 from .envelope import response_envelope
@@ -53,8 +54,20 @@ def _output_text(text: str) -> dict:
 
 
 class ResponseAssembler:
-    def __init__(self, request: ResponsesRequest, *, model: str, response_id: str | None = None) -> None:
+    """`on_finish`, when given, is called with the final snapshot of a completed or incomplete
+    response before its terminal event exists (the store saves it there); if it raises a
+    `MayaError` the response fails with that error instead."""
+
+    def __init__(
+        self,
+        request: ResponsesRequest,
+        *,
+        model: str,
+        response_id: str | None = None,
+        on_finish: Callable[[dict], None] | None = None,
+    ) -> None:
         self.id = response_id or new_id("resp")
+        self._on_finish = on_finish
         self.created_at = int(time.time())
         self.status = "in_progress"
         self._envelope = response_envelope(request, model)
@@ -182,22 +195,28 @@ class ResponseAssembler:
         limited = event.reason == "length"
         events = self._close_open("incomplete" if limited else "completed")
         self.completed_at = int(time.time())
-        if limited:
-            self.status = "incomplete"
-            self.incomplete_details = {"reason": "max_output_tokens"}
-            return events + [self._event("response.incomplete", response=self.snapshot())]
-        self.status = "completed"
-        return events + [self._event("response.completed", response=self.snapshot())]
+        self.status = "incomplete" if limited else "completed"
+        self.incomplete_details = {"reason": "max_output_tokens"} if limited else None
+        if self._on_finish is not None:
+            try:
+                self._on_finish(self.snapshot())
+            except MayaError as error:
+                return events + self._failure(error)
+        return events + [self._event(f"response.{self.status}", response=self.snapshot())]
 
     def _fail(self, event: Failed) -> list[dict]:
         self.usage = event.usage
-        events = self._close_open("incomplete")
+        return self._close_open("incomplete") + self._failure(event.error)
+
+    def _failure(self, error: MayaError) -> list[dict]:
+        events = []
         for item in self._calls.values():
             if item.status == "in_progress":  # a started call never finished: closed, without arguments.done
                 item.status = "incomplete"
                 events.append(self._event("response.output_item.done", output_index=item.output_index, item=item.body()))
-        error = event.error
         self.status = "failed"
+        self.completed_at = None
+        self.incomplete_details = None
         # The response object's error.code is OpenAI's enum; Maya's specific code travels in the `error` event.
         self.error = {"code": "server_error", "message": error.message}
         return events + [

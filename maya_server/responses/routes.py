@@ -1,8 +1,9 @@
 """POST /v1/responses: validate, convert, generate, assemble; JSON or SSE.
 
 Everything that can be refused is refused before the engine is touched:
-request validation, unsupported features, conversion (call/result matching,
-images) and the context check all raise 400s first.
+request validation, unsupported features, the stored history it continues
+(404/503), conversion (call/result matching, images) and the context check
+all raise first. A `store:true` response is saved before its terminal event.
 """
 
 from __future__ import annotations
@@ -22,31 +23,40 @@ from .assembler import ResponseAssembler
 from .convert import to_conversation, to_settings
 from .publish_gate import PublishGate
 from .request import ResponsesRequest, parse_responses_request
+from .store import ResponseStore
+from .stored_turn import StoredTurn
 from .structured import StructuredValidator
 
 NOT_YET = {
-    "store": "Stored responses are not available yet; send the full history with store:false.",
-    "previous_response_id": "Stored responses are not available yet; send the full history in 'input'.",
     "background": "Background responses are not available yet.",
 }
 
 
-def responses_router(service: GenerationService, model_name: str) -> APIRouter:
+def responses_router(service: GenerationService, store: ResponseStore, model_name: str) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
         body = parse_responses_request(parse_json_object(await request.body()))
         _refuse_unavailable(body)
-        prepared = service.prepare(to_conversation(body), to_settings(body), context_param="input")
-        assembler = ResponseAssembler(body, model=model_name)
+        turn = StoredTurn(store, request.state.owner, body)
+        try:
+            prepared = service.prepare(
+                to_conversation(body, prior=turn.prior), to_settings(body), context_param="input"
+            )
+        except BaseException:
+            turn.release()
+            raise
+        assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
         events = _gated(service.run(prepared), _gate(body))
         if body.stream:
-            return EventStreamResponse(_stream(assembler, events))
+            return EventStreamResponse(_stream(assembler, events), on_close=turn.release)
         try:
             await until_disconnected(request, _drain(assembler, events))
         except ClientGone:
             return Response(status_code=499)  # nobody is listening; the engine was stopped
+        finally:
+            turn.release()
         return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
 
     return router

@@ -60,10 +60,7 @@ CASES = {
         {"tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "g"}},
         "tool_choice.name", "g", None,
     ),
-    "store true (not yet)": ({"store": True}, "store", "store", "unsupported_parameter"),
-    "previous_response_id (not yet)": (
-        {"previous_response_id": "resp_1"}, "previous_response_id", "history", "unsupported_parameter",
-    ),
+    "background (not yet)": ({"background": True, "store": True}, "background", "Background", "unsupported_parameter"),
     "missing input": ({"input": None}, "input", "input", None),
 }
 

@@ -1,0 +1,392 @@
+"""The bounded in-memory store of finished responses, isolated per API key.
+
+Layout, chosen so a long conversation costs its unique items once and a
+continuation never walks its ancestors:
+
+    Block      one item's immutable JSON (an input or output item), refcounted
+    Lineage    an append-only flat list of blocks shared by one chain of
+               responses of one owner; a response's input history is
+               `blocks[:input_end]` and its output `blocks[input_end:output_end]`
+    Entry      one stored response: its lineage slice, its own small JSON
+               (id, status, times, usage) and a shared "envelope" block (the
+               request-derived fields, usually identical turn after turn)
+
+Continuing response k appends the new turn's blocks to k's lineage when k is
+its tip, so a 500-turn chain holds ~1000 slots, not ~250,000; continuing from
+an older response (a branch) copies the slice's references into a new lineage,
+never the items. Deleting or evicting an ancestor releases only what no
+descendant still references. A continuation in progress pins its lineage
+(`Continuation`), so its history cannot vanish under it.
+
+Limits (see `ResponsesSettings`): entries, bytes (unique blocks + entry JSON +
+8 bytes per lineage slot), a fixed TTL from completion (reads do not extend
+it; expired entries are dropped on every access and insertion), LRU eviction
+under pressure, optional per-owner quotas (evicting that owner's own LRU
+entries), a single-snapshot limit, and an admission budget for concurrently
+expanded snapshots (503 when exhausted, never a truncated history). Every
+operation takes the store's one lock; JSON is encoded and decoded outside it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, OrderedDict, deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import orjson
+
+from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
+from .settings import ResponsesSettings
+
+REFERENCE_BYTES = 8
+"""What one lineage slot (a reference to a block) counts for."""
+
+ENTRY_KEYS = ("id", "created_at", "status", "completed_at", "error", "incomplete_details", "usage",
+              "previous_response_id")
+"""Fields of a response object kept in an entry's own JSON; the rest but `output` is the shared envelope."""
+
+
+@dataclass(eq=False)
+class Block:
+    data: bytes
+    item_id: str = ""
+    refs: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+@dataclass(eq=False)
+class Lineage:
+    owner: str
+    blocks: list[Block] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=lambda: [0])
+    """offsets[i] = bytes of blocks[:i], so any slice's expanded size is one subtraction."""
+    users: int = 0
+    """Entries and in-flight continuations using this lineage; at 0 its slots are released."""
+
+
+@dataclass(eq=False)
+class Entry:
+    id: str
+    owner: str
+    lineage: Lineage
+    input_end: int
+    output_end: int
+    own: bytes
+    envelope: Block
+    expires_at: float
+    live: bool = True
+
+    @property
+    def expanded_bytes(self) -> int:
+        return self.lineage.offsets[self.output_end] + len(self.own) + self.envelope.size
+
+
+@dataclass
+class Continuation:
+    """A pinned view of a stored response's full history (its input, then its output), owned by
+    one request until `release()`; the bytes it expands are held in the assembly budget."""
+
+    store: "ResponseStore"
+    response_id: str
+    lineage: Lineage
+    end: int
+    reserved: int
+    released: bool = False
+
+    @property
+    def blocks(self) -> list[Block]:
+        return self.lineage.blocks[: self.end]
+
+    @property
+    def history_bytes(self) -> int:
+        return self.lineage.offsets[self.end]
+
+    def items(self) -> list[dict]:
+        return [orjson.loads(block.data) for block in self.blocks]
+
+    def item_ids(self) -> set[str]:
+        return {block.item_id for block in self.blocks}
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.store._release(self)
+
+
+@dataclass
+class StoreCounters:
+    hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    rejections: int = 0
+    evictions: int = 0
+    expirations: int = 0
+    deletions: int = 0
+    assembly_rejections: int = 0
+    write_seconds: float = 0.0
+    assembly_seconds: float = 0.0
+    assemblies: int = 0
+
+
+class ResponseStore:
+    def __init__(self, settings: ResponsesSettings, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.counters = StoreCounters()
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, Entry] = OrderedDict()  # least recently used first
+        self._expiry: deque[Entry] = deque()  # insertion order = expiry order (the TTL is fixed)
+        self._envelopes: dict[tuple[str, bytes], Block] = {}
+        self._bytes = 0
+        self._owner_bytes: Counter[str] = Counter()
+        self._owner_entries: Counter[str] = Counter()
+        self._assembling = 0
+
+    # -- reads ------------------------------------------------------------------------
+    def begin(self, owner: str, response_id: str, *, param: str | None = "previous_response_id") -> Continuation:
+        """Pin `response_id`'s history for a continuation; 404 when this owner cannot see it."""
+        started = time.perf_counter()
+        with self._lock:
+            entry = self._find(owner, response_id, param)
+            self._reserve(entry.expanded_bytes)
+            entry.lineage.users += 1
+            continuation = Continuation(self, entry.id, entry.lineage, entry.output_end, entry.expanded_bytes)
+            self.counters.assemblies += 1
+            self.counters.assembly_seconds += time.perf_counter() - started
+        return continuation
+
+    def get(self, owner: str, response_id: str) -> dict:
+        """The stored response object, as it was when it finished."""
+        with self._lock:
+            entry = self._find(owner, response_id)
+            self._reserve(entry.expanded_bytes)
+            own, envelope = entry.own, entry.envelope.data
+            outputs = entry.lineage.blocks[entry.input_end : entry.output_end]
+        try:
+            return {**orjson.loads(own), **orjson.loads(envelope), "output": [orjson.loads(b.data) for b in outputs]}
+        finally:
+            self._unreserve(entry.expanded_bytes)
+
+    def input_blocks(self, owner: str, response_id: str) -> list[Block]:
+        """The blocks of a response's input history, oldest first (immutable; decode outside the lock)."""
+        with self._lock:
+            entry = self._find(owner, response_id)
+            return entry.lineage.blocks[: entry.input_end]
+
+    @contextmanager
+    def assembling(self, nbytes: int) -> Iterator[None]:
+        """Hold `nbytes` of the assembly budget while a request expands stored JSON."""
+        with self._lock:
+            self._reserve(nbytes)
+        try:
+            yield
+        finally:
+            self._unreserve(nbytes)
+
+    # -- writes -----------------------------------------------------------------------
+    def check_fits(self, owner: str, expanded_bytes: int) -> None:
+        """Refuse, before generation, a snapshot that could never be stored."""
+        limit = self._snapshot_limit()
+        if expanded_bytes > limit:
+            with self._lock:
+                self.counters.rejections += 1
+            raise _too_large(expanded_bytes, limit)
+
+    def put(self, owner: str, response: dict, new_items: Sequence[dict], base: Continuation | None = None) -> None:
+        """Store a finished response: `new_items` are this turn's input items (with ids), appended
+        to `base`'s history; `response["output"]` its output items. Raises StorageCapacityError."""
+        started = time.perf_counter()
+        blocks = [Block(orjson.dumps(item), item["id"]) for item in (*new_items, *response["output"])]
+        own = orjson.dumps({k: response.get(k) for k in ENTRY_KEYS})
+        envelope = orjson.dumps({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
+        history = base.history_bytes if base else 0
+        expanded = history + sum(b.size for b in blocks) + len(own) + len(envelope)
+        self.check_fits(owner, expanded)
+        with self._lock:
+            now = self.clock()
+            self._purge(now)
+            lineage = self._lineage_for(owner, base)
+            start = len(lineage.blocks)
+            input_end = start + len(new_items)
+            for block in blocks:
+                self._append(lineage, block)
+            entry = Entry(response["id"], owner, lineage, input_end, len(lineage.blocks), own,
+                          self._envelope(owner, envelope), now + self.settings.cache_ttl_s)
+            lineage.users += 1
+            self._charge(owner, len(own))
+            self._entries[entry.id] = entry
+            self._owner_entries[owner] += 1
+            self._expiry.append(entry)
+            if not self._make_room(entry):
+                self._truncate(lineage, start)
+                self._remove(entry)
+                self.counters.rejections += 1
+                raise StorageCapacityError(
+                    "The response store cannot make room for this response: the responses it would have to "
+                    "evict are still in use. Retry later, or send the history with store:false.",
+                )
+            self.counters.writes += 1
+            self.counters.write_seconds += time.perf_counter() - started
+
+    def delete(self, owner: str, response_id: str) -> None:
+        with self._lock:
+            entry = self._find(owner, response_id)
+            self._remove(entry)
+            self.counters.deletions += 1
+
+    # -- introspection ----------------------------------------------------------------
+    def stats(self) -> dict:
+        """Aggregate figures for /v1/status and metrics: no owner or response identifiers."""
+        with self._lock:
+            self._purge(self.clock())
+            s, c = self.settings, self.counters
+            return {
+                "entries": len(self._entries), "bytes": self._bytes, "assembly_bytes_in_flight": self._assembling,
+                "limits": {"entries": s.cache_entries, "bytes": s.cache_bytes, "ttl_s": s.cache_ttl_s,
+                           "entry_bytes": s.entry_bytes, "owner_entries": s.owner_entries,
+                           "owner_bytes": s.owner_bytes, "assembly_bytes": s.assembly_bytes},
+                **{name: getattr(c, name) for name in c.__dataclass_fields__},
+            }
+
+    def owner_usage(self, owner: str) -> tuple[int, int]:
+        """(entries, bytes) charged to one owner; for tests and quotas."""
+        with self._lock:
+            return self._owner_entries[owner], self._owner_bytes[owner]
+
+    # -- internals (lock held) --------------------------------------------------------
+    def _find(self, owner: str, response_id: str, param: str | None = None) -> Entry:
+        self._purge(self.clock())
+        entry = self._entries.get(response_id)
+        if entry is None or entry.owner != owner:
+            self.counters.misses += 1
+            raise NotFoundError(f"Response with id '{response_id}' not found.", param=param)
+        self._entries.move_to_end(response_id)  # recently used; the TTL is not extended
+        self.counters.hits += 1
+        return entry
+
+    def _reserve(self, nbytes: int) -> None:
+        if self._assembling + nbytes > self.settings.assembly_bytes:
+            self.counters.assembly_rejections += 1
+            raise ServiceUnavailableError(
+                "The server is assembling too many stored conversations at once; retry shortly.",
+                code="assembly_capacity_exceeded",
+            )
+        self._assembling += nbytes
+
+    def _unreserve(self, nbytes: int) -> None:
+        with self._lock:
+            self._assembling -= nbytes
+
+    def _release(self, continuation: Continuation) -> None:
+        with self._lock:
+            self._assembling -= continuation.reserved
+            self._drop_user(continuation.lineage)
+
+    def _snapshot_limit(self) -> int:
+        s = self.settings
+        return min(s.entry_bytes, s.cache_bytes, s.owner_bytes or s.cache_bytes)
+
+    def _lineage_for(self, owner: str, base: Continuation | None) -> Lineage:
+        """The base's lineage when the base is its tip; else a new one holding the base's references."""
+        if base is not None and len(base.lineage.blocks) == base.end:
+            return base.lineage
+        lineage = Lineage(owner)
+        for block in base.blocks if base else ():
+            self._append(lineage, block)
+        return lineage
+
+    def _append(self, lineage: Lineage, block: Block) -> None:
+        if block.refs == 0:
+            self._charge(lineage.owner, block.size)
+        block.refs += 1
+        lineage.blocks.append(block)
+        lineage.offsets.append(lineage.offsets[-1] + block.size)
+        self._charge(lineage.owner, REFERENCE_BYTES)
+
+    def _envelope(self, owner: str, data: bytes) -> Block:
+        block = self._envelopes.get((owner, data))
+        if block is None:
+            block = self._envelopes[(owner, data)] = Block(data)
+            self._charge(owner, block.size)
+        block.refs += 1
+        return block
+
+    def _charge(self, owner: str, nbytes: int) -> None:
+        self._bytes += nbytes
+        self._owner_bytes[owner] += nbytes
+        if not self._owner_bytes[owner]:
+            del self._owner_bytes[owner]
+
+    def _make_room(self, new: Entry) -> bool:
+        """Evict least recently used entries until every limit holds; False if that is impossible."""
+        s = self.settings
+        owner = new.owner
+        while self._owner_over(owner):
+            if not self._evict_one(new, owner):
+                return False
+        while len(self._entries) > s.cache_entries or self._bytes > s.cache_bytes:
+            if not self._evict_one(new, None):
+                return False
+        return True
+
+    def _owner_over(self, owner: str) -> bool:
+        s = self.settings
+        return bool((s.owner_entries and self._owner_entries[owner] > s.owner_entries)
+                    or (s.owner_bytes and self._owner_bytes[owner] > s.owner_bytes))
+
+    def _evict_one(self, keep: Entry, owner: str | None) -> bool:
+        for entry in self._entries.values():
+            if entry is not keep and (owner is None or entry.owner == owner):
+                self._remove(entry)
+                self.counters.evictions += 1
+                return True
+        return False
+
+    def _purge(self, now: float) -> None:
+        while self._expiry and (self._expiry[0].expires_at <= now or not self._expiry[0].live):
+            entry = self._expiry.popleft()
+            if entry.live:
+                self._remove(entry)
+                self.counters.expirations += 1
+
+    def _remove(self, entry: Entry) -> None:
+        entry.live = False
+        del self._entries[entry.id]
+        self._owner_entries[entry.owner] -= 1
+        if not self._owner_entries[entry.owner]:
+            del self._owner_entries[entry.owner]
+        self._charge(entry.owner, -len(entry.own))
+        envelope = entry.envelope
+        envelope.refs -= 1
+        if envelope.refs == 0:
+            del self._envelopes[(entry.owner, envelope.data)]
+            self._charge(entry.owner, -envelope.size)
+        self._drop_user(entry.lineage)
+
+    def _drop_user(self, lineage: Lineage) -> None:
+        lineage.users -= 1
+        if not lineage.users:
+            self._truncate(lineage, 0)
+
+    def _truncate(self, lineage: Lineage, length: int) -> None:
+        """Release the lineage's slots from `length` on (and each block no other slot references)."""
+        for block in lineage.blocks[length:]:
+            block.refs -= 1
+            if block.refs == 0:
+                self._charge(lineage.owner, -block.size)
+        self._charge(lineage.owner, -REFERENCE_BYTES * (len(lineage.blocks) - length))
+        del lineage.blocks[length:]
+        del lineage.offsets[length + 1 :]
+
+
+def _too_large(size: int, limit: int) -> StorageCapacityError:
+    return StorageCapacityError(
+        f"This response would take {size} bytes in the response store, over its limit of {limit} bytes for "
+        "one response. Send the history with store:false, or start a shorter conversation.",
+    )
