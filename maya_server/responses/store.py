@@ -15,7 +15,8 @@ Continuing response k appends the new turn's blocks to k's lineage when k is
 its tip, so a 500-turn chain holds ~1000 slots, not ~250,000; continuing from
 an older response (a branch) copies the slice's references into a new lineage,
 never the items. Deleting or evicting an ancestor releases only what no
-descendant still references. A continuation in progress pins its lineage
+descendant still references; deleting a tip releases the items past the
+lineage's longest remaining use. A continuation in progress pins its lineage
 (`Continuation`), so its history cannot vanish under it.
 
 Limits (see `ResponsesSettings`): entries, bytes (unique blocks + entry JSON +
@@ -46,7 +47,8 @@ REFERENCE_BYTES = 8
 
 ENTRY_KEYS = ("id", "created_at", "status", "completed_at", "error", "incomplete_details", "usage",
               "previous_response_id")
-"""Fields of a response object kept in an entry's own JSON; the rest but `output` is the shared envelope."""
+"""Fields of a response object kept in an entry's own JSON (an array of their values, in this
+order); the rest but `output` is the envelope, shared by the owner's responses that agree on it."""
 
 
 @dataclass(eq=False)
@@ -66,8 +68,9 @@ class Lineage:
     blocks: list[Block] = field(default_factory=list)
     offsets: list[int] = field(default_factory=lambda: [0])
     """offsets[i] = bytes of blocks[:i], so any slice's expanded size is one subtraction."""
-    users: int = 0
-    """Entries and in-flight continuations using this lineage; at 0 its slots are released."""
+    users: Counter[int] = field(default_factory=Counter)
+    """How many entries and in-flight continuations use `blocks[:end]`, by end. Slots past the
+    largest end in use are released (a deleted tip frees its items); at no users, all are."""
 
 
 @dataclass(eq=False)
@@ -155,7 +158,7 @@ class ResponseStore:
         with self._lock:
             entry = self._find(owner, response_id, param)
             self._reserve(entry.expanded_bytes)
-            entry.lineage.users += 1
+            entry.lineage.users[entry.output_end] += 1
             continuation = Continuation(self, entry.id, entry.lineage, entry.output_end, entry.expanded_bytes)
             self.counters.assemblies += 1
             self.counters.assembly_seconds += time.perf_counter() - started
@@ -169,7 +172,8 @@ class ResponseStore:
             own, envelope = entry.own, entry.envelope.data
             outputs = entry.lineage.blocks[entry.input_end : entry.output_end]
         try:
-            return {**orjson.loads(own), **orjson.loads(envelope), "output": [orjson.loads(b.data) for b in outputs]}
+            return {**dict(zip(ENTRY_KEYS, orjson.loads(own))), **orjson.loads(envelope),
+                    "output": [orjson.loads(b.data) for b in outputs]}
         finally:
             self._unreserve(entry.expanded_bytes)
 
@@ -203,7 +207,7 @@ class ResponseStore:
         to `base`'s history; `response["output"]` its output items. Raises StorageCapacityError."""
         started = time.perf_counter()
         blocks = [Block(orjson.dumps(item), item["id"]) for item in (*new_items, *response["output"])]
-        own = orjson.dumps({k: response.get(k) for k in ENTRY_KEYS})
+        own = orjson.dumps([response.get(k) for k in ENTRY_KEYS])
         envelope = orjson.dumps({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
         history = base.history_bytes if base else 0
         expanded = history + sum(b.size for b in blocks) + len(own) + len(envelope)
@@ -212,20 +216,18 @@ class ResponseStore:
             now = self.clock()
             self._purge(now)
             lineage = self._lineage_for(owner, base)
-            start = len(lineage.blocks)
-            input_end = start + len(new_items)
+            input_end = len(lineage.blocks) + len(new_items)
             for block in blocks:
                 self._append(lineage, block)
             entry = Entry(response["id"], owner, lineage, input_end, len(lineage.blocks), own,
                           self._envelope(owner, envelope), now + self.settings.cache_ttl_s)
-            lineage.users += 1
+            lineage.users[entry.output_end] += 1
             self._charge(owner, len(own))
             self._entries[entry.id] = entry
             self._owner_entries[owner] += 1
             self._expiry.append(entry)
             if not self._make_room(entry):
-                self._truncate(lineage, start)
-                self._remove(entry)
+                self._remove(entry)  # its blocks go with it: nobody else uses the slots it appended
                 self.counters.rejections += 1
                 raise StorageCapacityError(
                     "The response store cannot make room for this response: the responses it would have to "
@@ -286,7 +288,7 @@ class ResponseStore:
     def _release(self, continuation: Continuation) -> None:
         with self._lock:
             self._assembling -= continuation.reserved
-            self._drop_user(continuation.lineage)
+            self._drop_user(continuation.lineage, continuation.end)
 
     def _snapshot_limit(self) -> int:
         s = self.settings
@@ -367,15 +369,18 @@ class ResponseStore:
         if envelope.refs == 0:
             del self._envelopes[(entry.owner, envelope.data)]
             self._charge(entry.owner, -envelope.size)
-        self._drop_user(entry.lineage)
+        self._drop_user(entry.lineage, entry.output_end)
 
-    def _drop_user(self, lineage: Lineage) -> None:
-        lineage.users -= 1
-        if not lineage.users:
-            self._truncate(lineage, 0)
+    def _drop_user(self, lineage: Lineage, end: int) -> None:
+        lineage.users[end] -= 1
+        if not lineage.users[end]:
+            del lineage.users[end]
+        self._truncate(lineage, max(lineage.users, default=0))
 
     def _truncate(self, lineage: Lineage, length: int) -> None:
         """Release the lineage's slots from `length` on (and each block no other slot references)."""
+        if length >= len(lineage.blocks):
+            return
         for block in lineage.blocks[length:]:
             block.refs -= 1
             if block.refs == 0:

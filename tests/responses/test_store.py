@@ -128,6 +128,21 @@ def test_deleting_everything_frees_every_byte():
     assert store.owner_usage(A) == (0, 0)
 
 
+def test_deleting_the_tip_frees_its_items_and_the_new_tip_appends_again():
+    store, _ = make_store()
+    put_chain(store, A, 3)
+    before_tip = store.stats()["bytes"]
+    store.put(A, response("r3", answer("r3-out", "z" * 500)), [item("r3-in")], base := store.begin(A, "r2"))
+    base.release()
+    store.delete(A, "r3")
+    assert store.stats()["bytes"] == before_tip
+    base = store.begin(A, "r2")
+    lineage = base.lineage
+    store.put(A, response("r4", answer("r4-out")), [item("r4-in")], base)
+    base.release()
+    assert store.begin(A, "r4").lineage is lineage  # appended to the chain's lineage, not copied
+
+
 def test_a_pinned_history_survives_deleting_the_response():
     store, _ = make_store()
     put_chain(store, A, 2)
