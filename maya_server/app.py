@@ -7,6 +7,7 @@ services, so tests (and embedders) can build as many as they like.
 from __future__ import annotations
 
 import time
+from contextlib import asynccontextmanager, suppress
 from typing import Callable
 
 from fastapi import FastAPI
@@ -15,6 +16,7 @@ from starlette.middleware.cors import CORSMiddleware
 from . import __version__
 from .chat.routes import chat_router
 from .config import ServerConfig
+from .errors import NotFoundError
 from .dialects import get_dialect
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
@@ -28,7 +30,8 @@ from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
 from .responses.store import ResponseStore
-from .responses.store_metrics import StoreCollector
+from .responses.collectors import JobCollector, StoreCollector
+from .responses.jobs import JobManager
 
 
 def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> FastAPI:
@@ -36,8 +39,15 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     `config.environ` raises `ConfigError`."""
     settings = ResponsesSettings.from_environ(config.environ)
     store = ResponseStore(settings, clock=clock)
+
+    def unsave(job) -> None:
+        with suppress(NotFoundError):
+            store.delete(job.owner, job.id)
+
+    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave)
     metrics = Metrics()
     metrics.registry.register(StoreCollector(store))
+    metrics.registry.register(JobCollector(jobs))
     queue = EngineQueue(
         engine.slots,
         config.max_queue,
@@ -49,17 +59,24 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.slots_total.set(engine.slots)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
 
-    app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
+
+    app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
+                  lifespan=lifespan)
     app.state.config = config
     app.state.service = service
     app.state.store = store
+    app.state.jobs = jobs
     install_error_handlers(app)
     app.include_router(chat_router(service, config.served_model_name))
-    app.include_router(responses_router(service, store, config.served_model_name))
-    app.include_router(resources_router(store))
+    app.include_router(responses_router(service, store, jobs, config.served_model_name))
+    app.include_router(resources_router(store, jobs))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
-        sections={"responses": lambda: {"cache": store.stats()}},
+        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}},
     ))
 
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)

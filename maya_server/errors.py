@@ -6,6 +6,7 @@
     ├── AuthenticationError        401 invalid_api_key
     ├── NotFoundError              404
     ├── ConflictError              409
+    ├── GoneError                  410 (a stream cursor whose events are no longer retained)
     ├── StorageCapacityError       413 a snapshot too large for the response store
     ├── RateLimitError             429 (a bounded queue is full)
     ├── EngineError                500 server_error (the engine failed mid-generation)
@@ -59,6 +60,12 @@ class ConflictError(MayaError):
     status = 409
     type = "invalid_request_error"
     code = "conflict"
+
+
+class GoneError(MayaError):
+    status = 410
+    type = "invalid_request_error"
+    code = "gone"
 
 
 class StorageCapacityError(MayaError):

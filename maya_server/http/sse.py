@@ -7,6 +7,7 @@ for the client's disconnect; a disconnect cancels the iterator at once, whose
 
 from __future__ import annotations
 
+import asyncio
 from typing import AsyncGenerator, Callable
 
 import orjson
@@ -33,6 +34,7 @@ class EventStreamResponse(Response):
 
     `on_close` runs once the stream is over however it ended, even when the events were never
     started (a generator's own `finally` does not run then): it releases what the request holds.
+    `write_timeout` (seconds) drops a reader whose socket does not take an event in time.
     """
 
     def __init__(
@@ -40,10 +42,12 @@ class EventStreamResponse(Response):
         events: AsyncGenerator[bytes, None],
         status_code: int = 200,
         on_close: Callable[[], None] | None = None,
+        write_timeout: float | None = None,
     ) -> None:
         self.events = events
         self.status_code = status_code
         self.on_close = on_close
+        self.write_timeout = write_timeout
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -62,7 +66,8 @@ class EventStreamResponse(Response):
         await send({"type": "http.response.start", "status": self.status_code, "headers": SSE_HEADERS})
         try:
             async for chunk in self.events:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except OSError:
-            return  # the socket closed under us: same as a disconnect
+        except (OSError, asyncio.TimeoutError):
+            return  # the socket closed under us, or stopped taking data: same as a disconnect

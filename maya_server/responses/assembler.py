@@ -99,6 +99,25 @@ class ResponseAssembler:
         return [self._event("response.created", response=self.snapshot()),
                 self._event("response.in_progress", response=self.snapshot())]
 
+    def queued(self) -> list[dict]:
+        """A background response's first events: it exists, and waits for a worker."""
+        self.status = "queued"
+        return [self._event("response.created", response=self.snapshot()),
+                self._event("response.queued", response=self.snapshot())]
+
+    def started(self) -> list[dict]:
+        """A worker took the queued response."""
+        self.status = "in_progress"
+        return [self._event("response.in_progress", response=self.snapshot())]
+
+    def cancelled(self) -> list[dict]:
+        """The terminal events of a cancelled response: open items closed incomplete, then the
+        standard `error` event (there is no `response.cancelled` event in the API)."""
+        events = self._close_open("incomplete") + self._close_started_calls()
+        self.status = "cancelled"
+        message = "The response was cancelled before it finished."
+        return events + [self._event("error", code="response_cancelled", message=message, param=None)]
+
     def on_event(self, event: PipelineEvent) -> list[dict]:
         if isinstance(event, ReasoningDelta):
             return self._text_delta("reasoning", event.text)
@@ -206,14 +225,23 @@ class ResponseAssembler:
 
     def _fail(self, event: Failed) -> list[dict]:
         self.usage = event.usage
-        return self._close_open("incomplete") + self._failure(event.error)
+        return self.fail(event.error)
 
-    def _failure(self, error: MayaError) -> list[dict]:
+    def _close_started_calls(self) -> list[dict]:
+        """A started call that never finished is closed incomplete, without arguments.done."""
         events = []
         for item in self._calls.values():
-            if item.status == "in_progress":  # a started call never finished: closed, without arguments.done
+            if item.status == "in_progress":
                 item.status = "incomplete"
                 events.append(self._event("response.output_item.done", output_index=item.output_index, item=item.body()))
+        return events
+
+    def fail(self, error: MayaError) -> list[dict]:
+        """Fail the response from outside the pipeline (a deadline, an event too large to keep)."""
+        return self._close_open("incomplete") + self._failure(error)
+
+    def _failure(self, error: MayaError) -> list[dict]:
+        events = self._close_started_calls()
         self.status = "failed"
         self.completed_at = None
         self.incomplete_details = None

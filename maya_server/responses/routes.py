@@ -3,7 +3,8 @@
 Everything that can be refused is refused before the engine is touched:
 request validation, unsupported features, the stored history it continues
 (404/503), conversion (call/result matching, images) and the context check
-all raise first. A `store:true` response is saved before its terminal event.
+all raise first. A `store:true` response is saved before its terminal event;
+a `background:true` one becomes a job (see `background.py`, `jobs.py`).
 """
 
 from __future__ import annotations
@@ -14,32 +15,27 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..errors import InvalidRequestError
 from ..generation import GenerationService, PipelineEvent
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.sse import EventStreamResponse, encode_event
 from ..validation import parse_json_object
 from .assembler import ResponseAssembler
+from .background import start_job
 from .convert import to_conversation, to_settings
 from .publish_gate import PublishGate
+from .jobs import JobManager
 from .request import ResponsesRequest, parse_responses_request
 from .store import ResponseStore
 from .stored_turn import StoredTurn
 from .structured import StructuredValidator
 
-NOT_YET = {
-    "background": "Background responses are not available yet.",
-}
-
-
-def responses_router(service: GenerationService, store: ResponseStore, model_name: str) -> APIRouter:
+def responses_router(service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
         body = parse_responses_request(parse_json_object(await request.body()))
-        _refuse_unavailable(body)
-        turn = StoredTurn(store, request.state.owner, body)
+        turn = StoredTurn(store, request.state.owner, body, jobs.find)
         try:
             prepared = service.prepare(
                 to_conversation(body, prior=turn.prior), to_settings(body), context_param="input"
@@ -48,11 +44,13 @@ def responses_router(service: GenerationService, store: ResponseStore, model_nam
             turn.release()
             raise
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
-        events = _gated(service.run(prepared), _gate(body))
+        generate = lambda: _gated(service.run(prepared), _gate(body))  # noqa: E731
+        if body.background:
+            return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
         if body.stream:
-            return EventStreamResponse(_stream(assembler, events), on_close=turn.release)
+            return EventStreamResponse(_stream(assembler, generate()), on_close=turn.release)
         try:
-            await until_disconnected(request, _drain(assembler, events))
+            await until_disconnected(request, _drain(assembler, generate()))
         except ClientGone:
             return Response(status_code=499)  # nobody is listening; the engine was stopped
         finally:
@@ -60,12 +58,6 @@ def responses_router(service: GenerationService, store: ResponseStore, model_nam
         return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
 
     return router
-
-
-def _refuse_unavailable(body: ResponsesRequest) -> None:
-    for name, message in NOT_YET.items():
-        if getattr(body, name):
-            raise InvalidRequestError(message, param=name, code="unsupported_parameter")
 
 
 def _gate(body: ResponsesRequest) -> PublishGate:

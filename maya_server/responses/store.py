@@ -113,9 +113,6 @@ class Continuation:
     def items(self) -> list[dict]:
         return [orjson.loads(block.data) for block in self.blocks]
 
-    def item_ids(self) -> set[str]:
-        return {block.item_id for block in self.blocks}
-
     def release(self) -> None:
         if not self.released:
             self.released = True

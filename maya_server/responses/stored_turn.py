@@ -1,49 +1,89 @@
 """The store's part in one `POST /v1/responses`: the history it continues and the save.
 
 Opened before generation, so every refusal comes first: an unknown, expired,
-evicted, deleted or other-key `previous_response_id` is a 404, a busy
-assembly budget a 503, a duplicate item id a 400, and a `store:true` turn
-whose snapshot could never fit a 413. The continued history stays pinned
-until `release()`, so deleting an ancestor mid-generation loses nothing.
-`save` is the assembler's `on_finish`: it runs before the terminal event.
+evicted, deleted or other-key `previous_response_id` is a 404, a running
+background response a 409, a cancelled or failed one a 400, a busy assembly
+budget a 503, a duplicate item id a 400, and a `store:true` turn whose
+snapshot could never fit a 413. The continued history stays pinned until
+`release()`, so deleting an ancestor mid-generation loses nothing.
+
+The history comes from the response store, or, when the store has evicted a
+background response whose job record is still retained, from that record;
+its items are then stored again with this turn. `save` is the assembler's
+`on_finish`: it runs before the terminal event.
 """
 
 from __future__ import annotations
 
+from typing import Callable, Protocol
+
 import orjson
 
+from ..errors import NotFoundError
 from .request import ResponsesRequest
 from .request_items import InputItem
 from .store import Continuation, ResponseStore
 from .stored_items import replay, stored_input_items
 
 
+class HistoryRecord(Protocol):
+    """A retained background job, as far as a continuation needs it."""
+
+    def check_continuable(self) -> None: ...
+    def history_items(self) -> list[dict]: ...
+
+
 class StoredTurn:
-    def __init__(self, store: ResponseStore, owner: str, request: ResponsesRequest) -> None:
+    def __init__(
+        self,
+        store: ResponseStore,
+        owner: str,
+        request: ResponsesRequest,
+        find_record: Callable[[str, str], HistoryRecord | None] = lambda owner, response_id: None,
+    ) -> None:
         self.store = store
         self.owner = owner
         self.request = request
         self.base: Continuation | None = None
-        self.prior: tuple[InputItem, ...] = ()
+        self.history: list[dict] = []
+        """The continued history's items (request-owned, released with the turn)."""
+        self.carried: list[dict] = []
+        """History taken from a job record, stored again with this turn."""
         self.new_items: list[dict] = []
+        self.prior: tuple[InputItem, ...] = ()
         if request.previous_response_id is not None:
-            self.base = store.begin(owner, request.previous_response_id)
+            self._open_base(request.previous_response_id, find_record)
         try:
             self._prepare()
         except BaseException:
             self.release()
             raise
 
+    def _open_base(self, response_id: str, find_record: Callable[[str, str], HistoryRecord | None]) -> None:
+        record = find_record(self.owner, response_id)
+        if record is not None:
+            record.check_continuable()
+        try:
+            self.base = self.store.begin(self.owner, response_id)
+        except NotFoundError:
+            if record is None:
+                raise
+            self.carried = record.history_items()
+
     def _prepare(self) -> None:
-        base = self.base
-        if base is not None:
-            self.prior = replay(base.items())
-        if self.request.stored or base is not None:
-            taken = base.item_ids() if base is not None else ()
-            self.new_items = stored_input_items(self.request.input or (), taken)
+        self.history = self.base.items() if self.base is not None else self.carried
+        self.prior = replay(self.history)
+        if self.request.stored or self.history:
+            taken = (item["id"] for item in self.history)
+            self.new_items = self.carried + stored_input_items(self.request.input or (), taken)
         if self.request.stored:
-            history = base.history_bytes if base is not None else 0
+            history = self.base.history_bytes if self.base is not None else 0
             self.store.check_fits(self.owner, history + sum(len(orjson.dumps(item)) for item in self.new_items))
+
+    def input_history(self) -> list[dict]:
+        """The full input history of this turn: the continued history, then this request's items."""
+        own = self.new_items[len(self.carried):]
+        return self.history + own
 
     def save(self, snapshot: dict) -> None:
         """Store the finished response (called only when the request asked for `store:true`)."""
@@ -52,3 +92,4 @@ class StoredTurn:
     def release(self) -> None:
         if self.base is not None:
             self.base.release()
+        self.history = []

@@ -60,7 +60,7 @@ CASES = {
         {"tools": [{"type": "function", "name": "f"}], "tool_choice": {"type": "function", "name": "g"}},
         "tool_choice.name", "g", None,
     ),
-    "background (not yet)": ({"background": True, "store": True}, "background", "Background", "unsupported_parameter"),
+    "background with store false": ({"background": True, "store": False}, "background", "store", None),
     "missing input": ({"input": None}, "input", "input", None),
 }
 

@@ -252,11 +252,17 @@ def test_input_items_bad_queries(long_history, query, param):
     assert answer.json()["error"]["param"] == param
 
 
+def test_a_foreground_response_has_no_events_to_stream(long_history):
+    server, _, response = long_history
+    answer = server.http().get(f"/v1/responses/{response.id}?stream=true")
+    assert answer.status_code == 409 and answer.json()["error"]["param"] == "stream"
+
+
 @pytest.mark.parametrize("method, path, param", [
     ("GET", "/v1/responses/{id}?include[]=reasoning.encrypted_content", "include"),
-    ("GET", "/v1/responses/{id}?stream=true", "stream"),
     ("GET", "/v1/responses/{id}?starting_after=3", "starting_after"),
     ("DELETE", "/v1/responses/{id}?force=true", "force"),
+    ("POST", "/v1/responses/{id}/cancel", None),
 ])
 def test_resource_query_options_that_are_refused(long_history, method, path, param):
     server, client, response = long_history

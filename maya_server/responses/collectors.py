@@ -1,8 +1,10 @@
-"""`maya:responses_cache_*`: the response store's figures, read from the store at scrape time.
+"""`maya:responses_cache_*` and `maya:responses_jobs_*`, read from the store and the job
+manager at scrape time.
 
-A collector rather than counters bumped at call sites: the store counts for
-itself (pure, tested without HTTP) and the registry only reads `stats()`, so
-the two can never drift. Only aggregates: no owner, response id or content.
+Collectors rather than counters bumped at call sites: the store and the jobs
+count for themselves (pure, tested without HTTP) and the registry only reads
+their `stats()`, so the two can never drift. Only aggregates: no owner,
+response id or content.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
+from .jobs import JobManager
 from .store import ResponseStore
 
 GAUGES = {
@@ -49,3 +52,38 @@ class StoreCollector:
             yield CounterMetricFamily(PREFIX + name, text, value=stats[name])
         for name, (count, total, text) in TIMINGS.items():
             yield SummaryMetricFamily(PREFIX + name + "_seconds", text, count_value=stats[count], sum_value=stats[total])
+
+
+JOB_GAUGES = {
+    "queued": "Background responses waiting for a worker",
+    "running": "Background responses generating",
+    "records": "Background job records held (active and retained)",
+    "event_bytes": "Bytes of retained background events",
+    "readers": "Connected background stream readers",
+}
+JOB_COUNTERS = {
+    "admitted": "Background responses admitted",
+    "rejections": "Background responses refused under admission pressure",
+    "reader_rejections": "Stream readers refused over the reader limits",
+    "cancellations": "Background responses cancelled",
+    "timeouts": "Background responses failed at their deadline",
+    "evictions": "Finished job records evicted early to admit new ones",
+}
+JOB_PREFIX = "maya:responses_jobs_"
+
+
+class JobCollector:
+    def __init__(self, jobs: JobManager) -> None:
+        self.jobs = jobs
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.jobs.stats()
+        for name, text in JOB_GAUGES.items():
+            yield GaugeMetricFamily(JOB_PREFIX + name, text, value=stats[name])
+        for name, text in JOB_COUNTERS.items():
+            yield CounterMetricFamily(JOB_PREFIX + name, text, value=stats[name])
+        finished = CounterMetricFamily(JOB_PREFIX + "finished", "Background responses finished, by state",
+                                       labels=["state"])
+        for state, count in sorted(stats["finished"].items()):
+            finished.add_metric([state], count)
+        yield finished

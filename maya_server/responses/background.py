@@ -1,0 +1,106 @@
+"""Background responses over HTTP: creating a job, and streaming its events to readers.
+
+Creation answers at once with the queued response (JSON), or attaches the
+caller as the job's first reader (`stream:true`): the stream starts with
+`response.created` and `response.queued`. A reader replays the job's
+retained events after its cursor, then follows live ones; leaving frees its
+reader slot and nothing else. Cursors are checked before streaming: a future
+one is a 400, one whose events are gone a 410, and a response known only
+from the store (its events not retained) a 409.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import AsyncIterator, Callable
+
+import orjson
+from starlette.responses import Response
+
+from ..errors import ConflictError, GoneError, InvalidRequestError, StorageCapacityError
+from ..generation import PipelineEvent
+from ..http.sse import EventStreamResponse
+from .assembler import ResponseAssembler
+from .event_log import EventLog
+from .jobs import Job, JobManager
+from .stored_turn import StoredTurn
+
+
+def start_job(
+    jobs: JobManager,
+    assembler: ResponseAssembler,
+    turn: StoredTurn,
+    generate: Callable[[], AsyncIterator[PipelineEvent]],
+    *,
+    stream: bool,
+) -> Response:
+    """Admit the job (429/503/413 refuse it, releasing the turn) and answer its creation."""
+    settings = jobs.settings
+    reading = ExitStack()
+    with ExitStack() as undo:
+        undo.callback(turn.release)
+        history = orjson.dumps(turn.input_history())
+        size = len(history) + len(orjson.dumps(assembler.snapshot()))
+        if size > settings.job_input_bytes:
+            raise StorageCapacityError(
+                f"This background request's input snapshot takes {size} bytes, over the limit of "
+                f"{settings.job_input_bytes} bytes per task. Run it in the foreground or shorten its history.",
+            )
+        job = Job(assembler.id, turn.owner, assembler, EventLog(settings.event_count, settings.event_bytes),
+                  generate, turn, history)
+        if stream:  # the reader slot first: a 429 for readers must not leave a job behind
+            reading.enter_context(jobs.reader(turn.owner))
+            undo.callback(reading.close)
+        jobs.admit(job)
+        undo.pop_all()  # the job owns the turn now
+    if not stream:
+        return Response(orjson.dumps(job.snapshot()), media_type="application/json")
+    return _reader(jobs, job, -1, reading)
+
+
+def stream_job(jobs: JobManager, job: Job, starting_after: str | None) -> Response:
+    """`GET /v1/responses/{id}?stream=true[&starting_after=n]` for a retained job."""
+    cursor = _cursor(starting_after)
+    problem = job.log.check_cursor(cursor)
+    if problem == "future":
+        raise InvalidRequestError(
+            f"'starting_after' is {cursor}, but the last event of this response so far is {job.log.last}.",
+            param="starting_after",
+        )
+    if problem == "expired":
+        raise GoneError(
+            f"Events after sequence number {cursor} are no longer retained (the oldest kept is "
+            f"{job.log.first_retained}). Retrieve the response without streaming for its current state.",
+            param="starting_after",
+        )
+    reading = ExitStack()
+    reading.enter_context(jobs.reader(job.owner))
+    return _reader(jobs, job, cursor, reading)
+
+
+def not_streamable(response_id: str) -> ConflictError:
+    return ConflictError(
+        f"The events of response '{response_id}' are not retained (it is not a background response, or its "
+        "record has expired). Retrieve it without 'stream'.",
+        param="stream",
+    )
+
+
+def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Response:
+    """The SSE response of one admitted reader; its slot is freed when the stream ends."""
+    return EventStreamResponse(job.log.follow(cursor), on_close=reading.close,
+                               write_timeout=jobs.settings.stream_timeout_s)
+
+
+def _cursor(raw: str | None) -> int:
+    if raw is None:
+        return -1
+    try:
+        cursor = int(raw)
+    except ValueError:
+        cursor = -1
+    if cursor < 0:
+        raise InvalidRequestError(
+            f"Invalid value for 'starting_after': {raw!r}. It must be a nonnegative integer.", param="starting_after"
+        )
+    return cursor

@@ -1,0 +1,101 @@
+"""A background response's retained SSE events, and readers that replay then follow them.
+
+Events are kept encoded (the bytes a reader sends), oldest dropped first once
+the log holds more than `max_count` events or `max_bytes` bytes, so a task's
+memory is bounded however long it runs. Readers hold a cursor (the last
+sequence number they delivered); a reader whose next event has been dropped
+is told so with a terminal `error` event: no event is ever silently skipped.
+A single event larger than `max_bytes` is refused with `EventTooLarge`: the
+task fails explicitly rather than publish a hole.
+
+Everything here runs on the event loop; waiting readers are woken by
+replacing one `asyncio.Event` per append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import AsyncIterator
+
+from ..http.sse import encode_event
+
+
+class EventTooLarge(Exception):
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"an event of {size} bytes exceeds the per-task event limit of {limit} bytes")
+
+
+class EventLog:
+    def __init__(self, max_count: int, max_bytes: int) -> None:
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self._events: deque[tuple[int, bytes]] = deque()
+        self.bytes = 0
+        self.last = -1
+        """The last sequence number appended (-1: none yet)."""
+        self.closed = False
+        self._appended = asyncio.Event()
+
+    @property
+    def first_retained(self) -> int:
+        """The oldest sequence number still held (`last + 1` when none is)."""
+        return self._events[0][0] if self._events else self.last + 1
+
+    def append(self, event: dict) -> None:
+        frame = encode_event(event, event["type"])
+        if len(frame) > self.max_bytes:
+            raise EventTooLarge(len(frame), self.max_bytes)
+        self._events.append((event["sequence_number"], frame))
+        self.bytes += len(frame)
+        self.last = event["sequence_number"]
+        while len(self._events) > self.max_count or self.bytes > self.max_bytes:
+            self.bytes -= len(self._events.popleft()[1])
+        self._wake()
+
+    def close(self) -> None:
+        """No more events will come: readers stop once they have delivered the last one."""
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._appended.set()
+        self._appended = asyncio.Event()
+
+    def check_cursor(self, after: int) -> str | None:
+        """Why a reader cannot start after `after`: "future", "expired", or None when it can."""
+        if after > self.last:
+            return "future"
+        if after + 1 < self.first_retained:
+            return "expired"
+        return None
+
+    async def follow(self, after: int) -> AsyncIterator[bytes]:
+        """Every event after sequence number `after`, live until the log closes.
+
+        Sequence numbers are contiguous, so the next event's place in the deque is arithmetic.
+        """
+        cursor = after
+        while True:
+            waiter = self._appended  # taken before looking, so an append in between is not missed
+            first = self.first_retained
+            if cursor + 1 < first:
+                yield _overtaken(cursor)
+                return
+            index = cursor + 1 - first
+            if index < len(self._events):
+                cursor, frame = self._events[index]
+                yield frame
+            elif self.closed:
+                return
+            else:
+                await waiter.wait()
+
+
+def _overtaken(cursor: int) -> bytes:
+    event = {
+        "type": "error", "sequence_number": cursor + 1, "code": "stream_cursor_expired", "param": "starting_after",
+        "message": f"This reader fell behind: events after sequence number {cursor} are no longer retained. "
+        "Retrieve the response without streaming to get its current state.",
+    }
+    return encode_event(event, "error")

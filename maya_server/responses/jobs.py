@@ -1,0 +1,371 @@
+"""Background responses: admission, workers, job records and their one-way lifecycle.
+
+    queued ──► in_progress ──► completed | incomplete | failed | cancelled
+       └──► cancelled (removed before generating) | failed (deadline passed while queued)
+
+A job is admitted with everything validated (400s, 404s, 413s come first),
+its history pinned and its prompt prepared; `JOB_WORKERS` worker tasks take
+jobs in order and run them through the same pipeline as a foreground
+request, so the engine FIFO still decides who generates. A worker owns the
+job's generation and its cleanup: cancelling or timing out a running job
+cancels its generation task, awaits the engine's release, and only then
+publishes the terminal state. Readers come and go without touching the job.
+
+Bounds: `JOB_ENTRIES` records (finished ones are evicted, oldest first, to
+admit new jobs; active ones never are), `JOB_OWNER_ENTRIES` active jobs per
+key, a deadline `JOB_TIMEOUT_S` after admission, finished records kept
+`JOB_TTL_S`, `STREAM_READERS` / `STREAM_OWNER_READERS` concurrent readers.
+Pressure is a 429. All of it runs on the event loop, so no lock is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter, OrderedDict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Awaitable, Callable, Iterator
+
+import orjson
+
+from ..errors import (
+    ConflictError, InvalidRequestError, MayaError, RateLimitError, ServiceUnavailableError, StorageCapacityError,
+)
+from ..generation import PipelineEvent
+from .assembler import ResponseAssembler
+from .event_log import EventLog, EventTooLarge
+from .settings import ResponsesSettings
+from .stored_turn import StoredTurn
+
+TRANSITIONS = {
+    "queued": {"in_progress", "cancelled", "failed"},
+    "in_progress": {"completed", "incomplete", "failed", "cancelled"},
+}
+ACTIVE = ("queued", "in_progress")
+CANCEL_WAIT_S = 5.0
+
+log = logging.getLogger("maya.jobs")
+
+
+class JobTimeoutError(MayaError):
+    code = "job_timeout"
+
+
+class EventLimitError(MayaError):
+    code = "event_too_large"
+
+
+class JobCleanupError(RuntimeError):
+    """Shutdown could not confirm that every job released the engine."""
+
+
+@dataclass(eq=False)
+class Job:
+    id: str
+    owner: str
+    assembler: ResponseAssembler
+    log: EventLog
+    generate: Callable[[], AsyncIterator[PipelineEvent]]
+    """Starts the job's pipeline (engine slot, generation, parser, gate)."""
+    turn: StoredTurn
+    history: bytes
+    """The job's input history as a JSON array, to continue it after the store evicts its copy."""
+    state: str = "queued"
+    finished_at: float | None = None
+    timed_out: bool = False
+    task: asyncio.Task | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    timer: asyncio.TimerHandle | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+    def snapshot(self) -> dict:
+        return self.assembler.snapshot()
+
+    def history_items(self) -> list[dict]:
+        """Input history then output: what a continuation of this response sees."""
+        return orjson.loads(self.history) + self.snapshot()["output"]
+
+    def check_continuable(self) -> None:
+        if self.active:
+            raise ConflictError(
+                f"Response '{self.id}' is still {self.state}; wait for it to finish before continuing it.",
+                param="previous_response_id",
+            )
+        if self.state in ("cancelled", "failed"):
+            raise InvalidRequestError(
+                f"Response '{self.id}' {self.state} and cannot be continued; continue from an earlier response.",
+                param="previous_response_id",
+            )
+
+
+@dataclass
+class JobCounters:
+    admitted: int = 0
+    rejections: int = 0
+    cancellations: int = 0
+    timeouts: int = 0
+    reader_rejections: int = 0
+    evictions: int = 0
+    finished: Counter = field(default_factory=Counter)
+
+
+class JobManager:
+    def __init__(
+        self,
+        settings: ResponsesSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        on_failure_saved: Callable[[Job], None] = lambda job: None,
+        shutdown_wait_s: float = 10.0,
+    ) -> None:
+        """`on_failure_saved` undoes a save when a job that was stored fails afterwards."""
+        self.settings = settings
+        self.clock = clock
+        self.shutdown_wait_s = shutdown_wait_s
+        self.counters = JobCounters()
+        self._on_failure_saved = on_failure_saved
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._active: Counter[str] = Counter()
+        self._readers: Counter[str] = Counter()
+        self._queue: asyncio.Queue[Job | None] | None = None
+        self._workers: list[asyncio.Task] = []
+        self.accepting = True
+
+    # -- admission --------------------------------------------------------------------
+    def admit(self, job: Job) -> None:
+        """Record and queue a job, or refuse it (503 shutting down, 429 under pressure)."""
+        if not self.accepting:
+            raise ServiceUnavailableError("The server is shutting down and accepts no background responses.")
+        s = self.settings
+        if self._active[job.owner] >= s.job_owner_entries:
+            self.counters.rejections += 1
+            raise RateLimitError(
+                f"Too many active background responses for this API key (limit {s.job_owner_entries}); "
+                "wait for one to finish or cancel one."
+            )
+        self._purge()
+        if len(self._jobs) >= s.job_entries and not self._evict_finished():
+            self.counters.rejections += 1
+            raise RateLimitError(
+                f"The server is running its limit of {s.job_entries} background responses; retry later."
+            )
+        try:
+            self._publish(job, job.assembler.queued())
+        except EventTooLarge as exc:
+            raise StorageCapacityError(f"This background response cannot be kept: {exc}.") from None
+        self._jobs[job.id] = job
+        self._active[job.owner] += 1
+        self.counters.admitted += 1
+        loop = asyncio.get_running_loop()
+        job.timer = loop.call_later(s.job_timeout_s, self._expire, job)
+        self._start_workers()
+        self._queue.put_nowait(job)
+
+    def _start_workers(self) -> None:
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._workers = [asyncio.ensure_future(self._worker()) for _ in range(self.settings.job_workers)]
+
+    def _evict_finished(self) -> bool:
+        for job in self._jobs.values():
+            if not job.active:
+                del self._jobs[job.id]
+                self.counters.evictions += 1
+                return True
+        return False
+
+    def _purge(self) -> None:
+        expired = [j for j in self._jobs.values()
+                   if not j.active and j.finished_at is not None
+                   and j.finished_at + self.settings.job_ttl_s <= self.clock()]
+        for job in expired:
+            del self._jobs[job.id]
+
+    # -- lookups ----------------------------------------------------------------------
+    def find(self, owner: str, response_id: str) -> Job | None:
+        self._purge()
+        job = self._jobs.get(response_id)
+        return job if job is not None and job.owner == owner else None
+
+    def delete(self, owner: str, response_id: str) -> bool:
+        """Forget a finished job's record; True if there was one. An active job is a 409."""
+        job = self.find(owner, response_id)
+        if job is None:
+            return False
+        if job.active:
+            raise ConflictError(
+                f"Response '{response_id}' is still {job.state}; cancel it before deleting it.", param=None
+            )
+        del self._jobs[response_id]
+        return True
+
+    @contextmanager
+    def reader(self, owner: str) -> Iterator[None]:
+        """Admit one stream reader (429 over the global or per-key limit) for the `with` block."""
+        s = self.settings
+        if sum(self._readers.values()) >= s.stream_readers or self._readers[owner] >= s.stream_owner_readers:
+            self.counters.reader_rejections += 1
+            raise RateLimitError("Too many background stream readers are connected; retry later.")
+        self._readers[owner] += 1
+        try:
+            yield
+        finally:
+            self._readers[owner] -= 1
+            if not self._readers[owner]:
+                del self._readers[owner]
+
+    # -- cancellation -----------------------------------------------------------------
+    async def cancel(self, job: Job) -> dict:
+        """Cancel (idempotent); waits up to five seconds for a running job to clean up."""
+        if job.state == "queued":
+            self._finish(job, "cancelled", job.assembler.cancelled())
+        elif job.state == "in_progress" and job.task is not None:
+            job.task.cancel()
+            try:
+                await asyncio.wait_for(asyncio.shield(job.done.wait()), CANCEL_WAIT_S)
+            except asyncio.TimeoutError:
+                pass  # still cleaning up: the snapshot says in_progress; the client polls
+        return job.snapshot()
+
+    def _expire(self, job: Job) -> None:
+        """The deadline passed: a queued job fails now, a running one after its cleanup."""
+        if job.state == "queued":
+            self.counters.timeouts += 1
+            self._finish(job, "failed", job.assembler.fail(_timeout_error(self.settings)))
+        elif job.state == "in_progress" and job.task is not None:
+            job.timed_out = True
+            job.task.cancel()
+
+    # -- workers ----------------------------------------------------------------------
+    async def _worker(self) -> None:
+        while True:
+            job = await self._queue.get()
+            if job is None:
+                return
+            if job.state == "queued":
+                await self._execute(job)
+
+    async def _execute(self, job: Job) -> None:
+        self._transition(job, "in_progress")
+        self._publish(job, job.assembler.started())
+        job.task = asyncio.ensure_future(self._generate(job))
+        try:
+            await asyncio.wait({job.task})
+        finally:
+            job.turn.release()
+        error = None if job.task.cancelled() else job.task.exception()
+        if isinstance(error, EventTooLarge):
+            self._fail_after_events(job, EventLimitError(f"The response failed: {error}."))
+        elif error is not None:
+            log.error("background job failed: %s", type(error).__name__)
+            self._fail_after_events(job, MayaError("The server had an error while generating this response."))
+        elif job.assembler.finished:
+            self._finish(job, job.assembler.status, [])
+        elif job.timed_out:
+            self.counters.timeouts += 1
+            self._finish(job, "failed", job.assembler.fail(_timeout_error(self.settings)))
+        else:
+            self._finish(job, "cancelled", job.assembler.cancelled())
+
+    async def _generate(self, job: Job) -> None:
+        events = job.generate()
+        try:
+            async for event in events:
+                self._publish(job, job.assembler.on_event(event))
+        finally:
+            await _finish_cleanup(events.aclose())  # the engine releases its slot before the job ends
+
+    def _fail_after_events(self, job: Job, failure: MayaError) -> None:
+        """An event was too large to keep: the job fails, and a copy stored on completion goes."""
+        if job.assembler.status in ("completed", "incomplete"):
+            self._on_failure_saved(job)
+        events = job.assembler.fail(failure)
+        try:
+            self._finish(job, "failed", events)
+        except EventTooLarge:  # the failed snapshot is as large: the `error` event alone ends the stream
+            job.log.close()
+
+    # -- state ------------------------------------------------------------------------
+    def _transition(self, job: Job, state: str) -> None:
+        if state not in TRANSITIONS.get(job.state, ()):
+            raise RuntimeError(f"job {job.id}: no transition {job.state} -> {state}")
+        job.state = state
+
+    def _finish(self, job: Job, state: str, events: list[dict]) -> None:
+        self._transition(job, state)
+        if state == "cancelled":
+            self.counters.cancellations += 1
+        self.counters.finished[state] += 1
+        job.finished_at = self.clock()
+        self._active[job.owner] -= 1
+        if not self._active[job.owner]:
+            del self._active[job.owner]
+        if job.timer is not None:
+            job.timer.cancel()
+        job.turn.release()
+        job.done.set()
+        try:
+            self._publish(job, events)
+        finally:
+            job.log.close()
+
+    def _publish(self, job: Job, events: list[dict]) -> None:
+        for event in events:
+            job.log.append(event)
+
+    # -- shutdown and figures ---------------------------------------------------------
+    async def shutdown(self) -> None:
+        """Stop admission, cancel queued and running jobs, join the workers; raise
+        `JobCleanupError` if they do not finish within the shutdown wait."""
+        self.accepting = False
+        for job in list(self._jobs.values()):
+            if job.state == "queued":
+                self._finish(job, "cancelled", job.assembler.cancelled())
+            elif job.state == "in_progress" and job.task is not None:
+                job.task.cancel()
+        if not self._workers:
+            return
+        for _ in self._workers:
+            self._queue.put_nowait(None)
+        _, pending = await asyncio.wait(self._workers, timeout=self.shutdown_wait_s)
+        if pending:
+            raise JobCleanupError(
+                f"{len(pending)} background worker(s) did not finish cleaning up within {self.shutdown_wait_s}s: "
+                "the engine has not confirmed it released their generations."
+            )
+
+    def stats(self) -> dict:
+        self._purge()
+        states = Counter(job.state for job in self._jobs.values())
+        c = self.counters
+        return {
+            "records": len(self._jobs), "queued": states["queued"], "running": states["in_progress"],
+            "event_bytes": sum(job.log.bytes for job in self._jobs.values()),
+            "readers": sum(self._readers.values()), "admitted": c.admitted, "rejections": c.rejections,
+            "reader_rejections": c.reader_rejections, "cancellations": c.cancellations, "timeouts": c.timeouts,
+            "evictions": c.evictions, "finished": dict(c.finished),
+            "limits": {"records": self.settings.job_entries, "workers": self.settings.job_workers,
+                       "owner_active": self.settings.job_owner_entries, "readers": self.settings.stream_readers},
+        }
+
+
+async def _finish_cleanup(cleanup: Awaitable[None]) -> None:
+    """Await `cleanup` to the end even if cancelled meanwhile: a job is never reported finished
+    while the engine still holds its generation. A cancel that arrives here lands too late to
+    change the outcome and is absorbed."""
+    closing = asyncio.ensure_future(cleanup)
+    while not closing.done():
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            continue
+    closing.result()
+
+
+def _timeout_error(settings: ResponsesSettings) -> JobTimeoutError:
+    return JobTimeoutError(f"The background response did not finish within {settings.job_timeout_s} seconds.")
