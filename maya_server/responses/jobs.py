@@ -78,6 +78,7 @@ class Job:
     task: asyncio.Task | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     timer: asyncio.TimerHandle | None = None
+    """Fires `JobManager._expire` at the deadline (event-loop time)."""
 
     @property
     def active(self) -> bool:
@@ -247,7 +248,11 @@ class JobManager:
             job = await self._queue.get()
             if job is None:
                 return
-            if job.state == "queued":
+            if job.state != "queued":
+                continue  # cancelled or expired while it waited
+            if job.timer is not None and job.timer.when() <= asyncio.get_running_loop().time():
+                self._expire(job)  # its deadline passed while it waited; the timer is just late
+            else:
                 await self._execute(job)
 
     async def _execute(self, job: Job) -> None:

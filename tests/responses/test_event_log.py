@@ -1,0 +1,95 @@
+"""The background event log on its own: bounds, cursors, and readers that fall behind."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from maya_server.responses.event_log import EventLog, EventTooLarge
+
+
+def event(n: int, size: int = 10) -> dict:
+    return {"type": "response.output_text.delta", "sequence_number": n, "delta": "x" * size}
+
+
+def decode(frame: bytes) -> dict:
+    return orjson.loads(frame.split(b"data: ", 1)[1])
+
+
+def test_count_and_byte_bounds_drop_the_oldest():
+    log = EventLog(max_count=3, max_bytes=10_000)
+    for n in range(5):
+        log.append(event(n))
+    assert (log.first_retained, log.last) == (2, 4)
+    small = EventLog(max_count=100, max_bytes=300)
+    for n in range(10):
+        small.append(event(n, 50))
+    assert small.bytes <= 300 and small.last == 9 and small.first_retained > 0
+
+
+def test_a_single_event_over_the_byte_limit_is_refused():
+    log = EventLog(max_count=10, max_bytes=200)
+    with pytest.raises(EventTooLarge):
+        log.append(event(0, 500))
+    assert log.last == -1 and log.bytes == 0
+
+
+def test_cursor_checks():
+    log = EventLog(max_count=3, max_bytes=10_000)
+    for n in range(5):
+        log.append(event(n))
+    assert log.check_cursor(5) == "future"
+    assert log.check_cursor(0) == "expired"  # event 1 is gone
+    assert log.check_cursor(1) is None and log.check_cursor(4) is None
+
+
+def test_a_reader_replays_then_follows_until_closed():
+    async def scenario():
+        log = EventLog(max_count=100, max_bytes=100_000)
+        log.append(event(0))
+        received = []
+
+        async def read():
+            async for frame in log.follow(-1):
+                received.append(decode(frame)["sequence_number"])
+
+        reader = asyncio.ensure_future(read())
+        await asyncio.sleep(0)
+        for n in range(1, 4):
+            log.append(event(n))
+            await asyncio.sleep(0)
+        log.close()
+        await asyncio.wait_for(reader, 1)
+        return received
+
+    assert asyncio.run(scenario()) == [0, 1, 2, 3]
+
+
+def test_a_reader_overtaken_while_connected_gets_a_terminal_error_not_a_gap():
+    async def scenario():
+        log = EventLog(max_count=4, max_bytes=100_000)
+        for n in range(3):
+            log.append(event(n))
+        frames = log.follow(-1)
+        first = decode(await frames.__anext__())
+        for n in range(3, 10):  # the reader is slow: events 1.. are dropped meanwhile
+            log.append(event(n))
+        rest = [decode(frame) async for frame in frames]
+        return first, rest
+
+    first, rest = asyncio.run(scenario())
+    assert first["sequence_number"] == 0
+    assert len(rest) == 1 and rest[0]["type"] == "error"
+    assert rest[0]["code"] == "stream_cursor_expired" and rest[0]["sequence_number"] == 1
+
+
+def test_a_reader_at_the_end_of_a_closed_log_stops_at_once():
+    async def scenario():
+        log = EventLog(max_count=10, max_bytes=10_000)
+        log.append(event(0))
+        log.close()
+        return [frame async for frame in log.follow(0)]
+
+    assert asyncio.run(scenario()) == []
