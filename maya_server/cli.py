@@ -12,6 +12,9 @@ from typing import Sequence
 from .config import ENGINES, FAMILIES, ConfigError, ServerConfig, build_config, load_config_file
 
 
+SHUTDOWN_GRACE_S = 5
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Serve an open-weight model behind OpenAI's APIs.")
     p.add_argument("--config", metavar="FILE", help="JSON config file; its keys are the long flag names, plus an 'env' block")
@@ -75,7 +78,10 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
 
     app = create_app(config, engine)
     print(f"{prog}: serving {config.served_model_name} ({config.family}) on http://{config.host}:{config.port}", flush=True)
-    uvicorn.run(app, host=config.host, port=config.port, log_level="info")
+    # Open streams (background readers follow a task to its end) must not hold shutdown
+    # hostage: after this grace period uvicorn cancels them, then the app cancels its tasks.
+    uvicorn.run(app, host=config.host, port=config.port, log_level="info",
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
     return 0
 
 

@@ -11,6 +11,7 @@ import uvicorn
 from openai import OpenAI
 
 from maya_server.app import create_app
+from maya_server.cli import SHUTDOWN_GRACE_S
 from maya_server.config import ServerConfig
 from maya_server.engine.base import Engine
 
@@ -22,7 +23,8 @@ class RunningServer:
         self.engine = engine
         self.app = create_app(config, engine, **app_options)
         self._server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+            uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
+                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()

@@ -191,7 +191,7 @@ class ResponseStore:
             self._unreserve(nbytes)
 
     # -- writes -----------------------------------------------------------------------
-    def check_fits(self, owner: str, expanded_bytes: int) -> None:
+    def check_fits(self, expanded_bytes: int) -> None:
         """Refuse, before generation, a snapshot that could never be stored."""
         limit = self._snapshot_limit()
         if expanded_bytes > limit:
@@ -208,7 +208,7 @@ class ResponseStore:
         envelope = orjson.dumps({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
         history = base.history_bytes if base else 0
         expanded = history + sum(b.size for b in blocks) + len(own) + len(envelope)
-        self.check_fits(owner, expanded)
+        self.check_fits(expanded)
         with self._lock:
             now = self.clock()
             self._purge(now)

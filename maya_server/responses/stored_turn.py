@@ -78,7 +78,7 @@ class StoredTurn:
             self.new_items = self.carried + stored_input_items(self.request.input or (), taken)
         if self.request.stored:
             history = self.base.history_bytes if self.base is not None else 0
-            self.store.check_fits(self.owner, history + sum(len(orjson.dumps(item)) for item in self.new_items))
+            self.store.check_fits(history + sum(len(orjson.dumps(item)) for item in self.new_items))
 
     def input_history(self) -> list[dict]:
         """The full input history of this turn: the continued history, then this request's items."""

@@ -256,7 +256,7 @@ def test_an_entry_over_the_owner_quota_alone_is_refused_before_evicting():
     store, _ = make_store(owner_bytes=3000)
     store.put(A, response("a1", answer("a1-out")), [])
     with pytest.raises(StorageCapacityError):
-        store.check_fits(A, 3001)
+        store.check_fits(3001)
     store.get(A, "a1")
 
 

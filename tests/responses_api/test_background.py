@@ -4,6 +4,7 @@ Recovery" section. The scripted engine's per-token delay makes every timing dete
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import openai
@@ -346,6 +347,24 @@ def test_shutdown_cancels_active_tasks(start_server):
     assert jobs.find("public", running.id).state == "cancelled"
     assert jobs.find("public", queued.id).state == "cancelled"
     assert server.engine.cancelled == 1 and server.engine.calls == 1
+
+
+def test_shutdown_ends_connected_readers_and_cancels_their_task(start_server):
+    server = start_server(["tick " * 4000], delay=DELAY)
+    client = server.client()
+    job = background(client)
+    http = server.http()
+    reader = http.stream("GET", f"/v1/responses/{job.id}?stream=true")
+    answer = reader.__enter__()
+    lines = answer.iter_lines()
+    next(iter_frames(lines))
+    jobs = server.app.state.jobs
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 15  # the grace period, then the task's cancellation
+    assert jobs.find("public", job.id).state == "cancelled"
+    assert server.engine.cancelled == 1
+    http.close()
 
 
 def test_job_metrics_and_status(start_server):
