@@ -97,7 +97,7 @@ class UpstreamEngine(Engine):
             connect_timeout=config.upstream_connect_timeout,
             read_timeout=config.upstream_read_timeout,
         )
-        engine.health.record("ok")
+        engine.health.checked(True)
         log.info("upstream %s (%s) at %s: %d slots, context %d",
                  info.model, info.kind, engine.health.url, engine.slots, engine.context_size)
         return engine

@@ -41,14 +41,17 @@ class UpstreamHealth:
     def record(self, outcome: str, error: str | None = None) -> None:
         """One request's outcome (one of OUTCOMES); `error` is our own short description, never upstream text."""
         self.outcomes[outcome] += 1
+        self.checked(outcome != "failed", error)
+
+    def checked(self, ok: bool, error: str | None = None) -> None:
+        """The upstream answered (ok) or could not be reached / broke off (not ok)."""
         self.last_checked = self._clock()
-        if outcome == "failed":
-            self.last_ok = False
+        self.last_ok = ok
+        if ok:
+            self.consecutive_failures = 0
+        else:
             self.last_error = error
             self.consecutive_failures += 1
-        else:
-            self.last_ok = True
-            self.consecutive_failures = 0
 
     def describe(self) -> dict:
         return {

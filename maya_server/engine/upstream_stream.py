@@ -10,8 +10,9 @@ Pure (no I/O), so the rules are testable without an upstream:
   final `completion_tokens` replaces the chunk count.
 - `cached_tokens` comes from the upstream's usage or llama-server's timings.
 
-Once we have ended the turn and the upstream has not, `ended_by_us` tells the
-engine to close the request; once the upstream has finished, the remaining
+After we end the turn, a couple more events are read for the upstream's own
+finish and usage; if the upstream goes on generating, `ended_by_us` tells the
+engine to close the request. Once the upstream has finished, the remaining
 events are read only for their usage.
 """
 
@@ -27,6 +28,9 @@ from .upstream_wire import UpstreamChunk
 
 UNKNOWN_ID = -1
 """The id of a token whose upstream sent text only."""
+GRACE_EVENTS = 2
+"""Events still read after we ended the turn, for the upstream's own finish and usage (llama-server sends
+the end-of-generation token, then its finish with the usage); an upstream still generating is then cut off."""
 
 
 class TokenStream:
@@ -40,6 +44,7 @@ class TokenStream:
         self._upstream: str | None = None
         self._upstream_count: int | None = None
         self._last_id = UNKNOWN_ID
+        self._events_after_stop = 0
         self.text_only = False
 
     @property
@@ -48,7 +53,8 @@ class TokenStream:
 
     @property
     def ended_by_us(self) -> bool:
-        return self._ours is not None and self._upstream is None
+        """We ended the turn and the upstream, given its grace, has not: time to close the request."""
+        return self._ours is not None and self._upstream is None and self._events_after_stop >= GRACE_EVENTS
 
     def feed(self, chunk: UpstreamChunk) -> list[GeneratedToken]:
         if chunk.cached_tokens is not None:
@@ -56,11 +62,14 @@ class TokenStream:
         if chunk.completion_tokens is not None:
             self._upstream_count = chunk.completion_tokens
         tokens: list[GeneratedToken] = []
-        if self._ours is None and self._upstream is None:
+        if self._ours is not None:
+            self._events_after_stop += 1
+        elif self._upstream is None:
             tokens = self._from_ids(chunk.token_ids) if chunk.token_ids is not None else self._from_text(chunk.text)
         if chunk.finish_reason is not None and self._upstream is None:
             self._upstream = chunk.finish_reason
-            tail = self._detokenizer.flush()
+        if self.finish_reason is not None:
+            tail = self._detokenizer.flush()  # text held back for a character the turn ended inside
             if tail:
                 tokens.append(GeneratedToken(self._last_id, tail))
         return tokens
