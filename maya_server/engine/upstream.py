@@ -86,7 +86,9 @@ class UpstreamEngine(Engine):
             try:
                 info = probe_upstream(client)
             except UpstreamError as exc:
-                raise ConfigError("upstream_url", f"{public_url(config.upstream_url)}: {exc.message}") from None
+                raise ConfigError(
+                    "upstream_url", f"{exc.message} at {public_url(config.upstream_url)}; is it running and ready?"
+                ) from None
         if config.upstream_model is not None:
             info = UpstreamInfo(info.kind, config.upstream_model, info.slots, info.context_size)
         engine = cls(

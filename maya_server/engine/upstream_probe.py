@@ -58,8 +58,10 @@ def _get_json(client: httpx.Client, path: str) -> dict:
         response = client.get(path)
     except httpx.TimeoutException:
         raise UpstreamUnavailable(f"no answer from the upstream engine within {client.timeout.connect}s") from None
-    except httpx.TransportError as exc:
-        raise UpstreamUnavailable(f"cannot connect to the upstream engine ({type(exc).__name__})") from None
+    except httpx.ConnectError:
+        raise UpstreamUnavailable("cannot connect to the upstream engine") from None
+    except httpx.HTTPError as exc:
+        raise UpstreamUnavailable(f"no usable answer from the upstream engine ({type(exc).__name__})") from None
     if response.status_code != 200:
         raise error_from_response(response.status_code, response.content[:65536])
     try:

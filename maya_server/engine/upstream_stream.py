@@ -76,7 +76,7 @@ class TokenStream:
 
     def finish(self) -> FinishReason:
         """The finish reason once the stream is over; an upstream that stopped without one broke off."""
-        if self.text_only and self._upstream_count is not None and self._ours is None:
+        if self.text_only and self._upstream_count is not None:
             self._stats.generated_tokens = self._upstream_count
         if self._ours is not None:
             return self._ours
