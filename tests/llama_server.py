@@ -27,7 +27,7 @@ def free_port() -> int:
 
 
 class LlamaServer:
-    def __init__(self, model: str, *, ctx: int = 4096, parallel: int = 2, threads: int = 2,
+    def __init__(self, model: str, *, ctx: int = 4096, parallel: int = 2, threads: int = 1,
                  api_key: str | None = None, log_path: Path | None = None) -> None:
         self.binary = ensure_binary()
         self.port = free_port()
@@ -35,7 +35,7 @@ class LlamaServer:
         self.api_key = api_key
         self._args = [
             str(self.binary), "-m", model, "--host", "127.0.0.1", "--port", str(self.port),
-            "-c", str(ctx), "-np", str(parallel), "-t", str(threads), "--no-webui",
+            "-c", str(ctx), "-np", str(parallel), "-t", str(threads), "--no-webui", "--metrics",
         ] + (["--api-key", api_key] if api_key else [])
         self._log_path = log_path
         self._process: subprocess.Popen | None = None
@@ -67,6 +67,14 @@ class LlamaServer:
     def slots_busy(self) -> int:
         with self.http() as client:
             return sum(1 for slot in client.get("/slots").json() if slot["is_processing"])
+
+    def decode_calls(self) -> int:
+        """llama-server's count of llama_decode() calls: one per generated token while one slot works."""
+        with self.http() as client:
+            for line in client.get("/metrics").text.splitlines():
+                if line.startswith("llamacpp:n_decode_total "):
+                    return int(float(line.split()[1]))
+        raise AssertionError("llama-server's /metrics has no llamacpp:n_decode_total")
 
     def kill(self) -> None:
         """Die as a crashed engine does: SIGKILL, no goodbye to open connections."""

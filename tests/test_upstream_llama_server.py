@@ -7,7 +7,6 @@ cannot be built these tests error rather than skip.
 from __future__ import annotations
 
 import threading
-import time
 
 import openai
 import pytest
@@ -153,19 +152,22 @@ def test_responses_through_llama_server(maya):
 
 
 def test_client_disconnect_frees_the_llama_server_slot(maya, llama):
-    stream = maya.client().chat.completions.create(model="m", messages=STORY, temperature=0, max_tokens=1500, stream=True)
+    """Greedy, this story runs the whole 1900 tokens (~20 s here) unless the upstream request is closed."""
+    decodes_before = llama.decode_calls()
+    stream = maya.client().chat.completions.create(model="m", messages=STORY, temperature=0, max_tokens=1900, stream=True)
     for index, _ in enumerate(stream):
         if index == 3:
             break
     assert llama.slots_busy() == 1
     stream.close()
-    assert wait_for(lambda: llama.slots_busy() == 0, timeout=10), "llama-server kept generating for a gone client"
+    # Generous: on a loaded two-core machine one llama-server decode step can take seconds.
+    assert wait_for(lambda: llama.slots_busy() == 0, timeout=30), "llama-server kept generating for a gone client"
+    assert llama.decode_calls() - decodes_before < 400, "the generation ran on after the client left"
     assert wait_for(lambda: maya.http().get("/v1/status").json()["queue"]["busy"] == 0)
     upstream = maya.http().get("/v1/status").json()["engine"]["upstream"]
     assert upstream["requests"]["cancelled"] >= 1 and upstream["healthy"] is True
-    started = time.monotonic()
     quick = maya.client().chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=4)
-    assert quick.usage.completion_tokens > 0 and time.monotonic() - started < 20
+    assert quick.usage.completion_tokens > 0
 
 
 def test_two_requests_run_at_once_on_two_slots(maya, llama):
