@@ -177,7 +177,7 @@ def translate_transport_errors(timeout: httpx.Timeout) -> Iterator[None]:
         raise UpstreamUnavailable("no connection to the upstream engine became free in time") from None
     except httpx.TimeoutException:
         raise UpstreamUnavailable(f"the upstream engine sent nothing for {timeout.read}s") from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, httpx.CookieConflict) as exc:
         raise UpstreamError(f"the upstream engine broke off the generation ({type(exc).__name__})") from None
 
 
