@@ -154,6 +154,11 @@ class UpstreamEngine(Engine):
             stats.finish_reason = "error"
             log.warning("upstream request failed: %s", exc.message)
             raise
+        except Exception as exc:  # anything else is mapped here too, at the boundary
+            outcome, failure = "failed", type(exc).__name__
+            stats.finish_reason = "error"
+            log.error("upstream stream handling failed: %s", type(exc).__name__)
+            raise UpstreamError("the upstream engine's stream could not be handled") from exc
         finally:
             if stats.finish_reason is None:
                 stats.finish_reason = "cancelled"
