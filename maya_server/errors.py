@@ -10,6 +10,9 @@
     ├── StorageCapacityError       413 a snapshot too large for the response store
     ├── RateLimitError             429 (a bounded queue is full)
     ├── EngineError                500 server_error (the engine failed mid-generation)
+    │   └── UpstreamError          502 upstream_error (an upstream engine failed or answered nonsense)
+    │       ├── UpstreamUnavailable    503 upstream_unavailable (cannot connect, timed out)
+    │       └── UpstreamRejected       400/429 (the upstream refused the request itself, e.g. its context)
     └── ServiceUnavailableError    503
 
 `http/errors.py` renders them as OpenAI's `{"error": {...}}`; anything else
@@ -90,3 +93,25 @@ class ServiceUnavailableError(MayaError):
     status = 503
     type = "server_error"
     code = "service_unavailable"
+
+
+class UpstreamError(EngineError):
+    """An upstream engine (vLLM, SGLang, llama-server over HTTP) failed; its messages never carry its key."""
+
+    status = 502
+    code = "upstream_error"
+
+
+class UpstreamUnavailable(UpstreamError):
+    status = 503
+    code = "upstream_unavailable"
+
+
+class UpstreamRejected(UpstreamError):
+    """The upstream refused this request (its own context limit, a bad parameter, overload): the client's
+    problem or a retryable one, so it keeps the client-facing status and type rather than a 5xx."""
+
+    def __init__(self, message: str, *, status: int, type: str, code: str, param: str | None = None) -> None:
+        super().__init__(message, param=param, code=code)
+        self.status = status
+        self.type = type

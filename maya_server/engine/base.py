@@ -98,5 +98,9 @@ class Engine(ABC):
         """Facts for /v1/status."""
         return {"name": self.name, "context_size": self.context_size, "slots": self.slots}
 
+    def metric_collectors(self) -> list:
+        """Prometheus collectors of the engine's own state (e.g. an upstream's health), added to each app's registry."""
+        return []
+
     async def close(self) -> None:
         """Release the engine's resources."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import ConfigError, ServerConfig
+from ..config import DEFAULT_CTX, ConfigError, ServerConfig
 from .base import Engine
 
 
@@ -10,14 +10,18 @@ def create_engine(config: ServerConfig) -> Engine:
     if config.engine == "llamacpp":
         from .llamacpp import LlamaCppEngine
 
-        return LlamaCppEngine(config.model, context_size=config.ctx, threads=config.threads)
+        return LlamaCppEngine(config.model, context_size=config.ctx or DEFAULT_CTX, threads=config.threads)
     if config.engine == "scripted":
         from .scripted import ScriptedEngine
 
         if config.script is None:
             raise ConfigError("script", "--engine scripted needs --script FILE (a JSON list of completions)")
         try:
-            return ScriptedEngine.from_file(config.script, context_size=config.ctx, delay=config.script_delay)
+            return ScriptedEngine.from_file(config.script, context_size=config.ctx or DEFAULT_CTX, delay=config.script_delay)
         except ValueError as exc:
             raise ConfigError("script", str(exc)) from None
+    if config.engine == "upstream":
+        from .upstream import UpstreamEngine
+
+        return UpstreamEngine.connect(config)
     raise ConfigError("engine", f"the {config.engine} engine is not available in this build")

@@ -1,0 +1,66 @@
+"""Token ids → text, one id at a time, with multi-byte characters kept whole.
+
+Why decode ourselves when an upstream engine sends text too: engines drop or
+keep special tokens by their own flags (llama-server renders control tokens as
+empty text unless started with `--special`), while our dialect parsers need
+every reasoning and tool tag exactly as the model produced it. Decoding the ids
+with the model directory's own tokenizer gives the same text whatever the
+engine's settings.
+
+Byte-level vocabularies split one character over several tokens, and
+decoding a lone piece of it gives U+FFFD. So each new id is decoded together
+with a few already-emitted ids before it (their text is known), and text is
+released only once it no longer ends in a partial character; a run that never
+completes (a model emitting invalid UTF-8) is released after `MAX_PENDING`
+tokens rather than held forever.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..tokenizer import Tokenizer
+
+CONTEXT_TOKENS = 4
+"""Already-emitted ids decoded in front of new ones, so joins (leading spaces, byte merges) decode as in the whole text."""
+MAX_PENDING = 8
+REPLACEMENT = "\ufffd"
+
+
+class IncrementalDetokenizer:
+    """Example::
+
+        detokenizer = IncrementalDetokenizer(tokenizer)
+        pieces = [detokenizer.push(i) for i in ids]   # "" while a character is incomplete
+        pieces.append(detokenizer.flush())            # whatever is still held back
+        "".join(pieces) == tokenizer.decode(ids)
+    """
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._context: list[int] = []
+        self._context_text = ""
+        self._pending: list[int] = []
+
+    def push(self, token_id: int) -> str:
+        """The text that `token_id` completes ("" while it ends inside a character)."""
+        self._pending.append(token_id)
+        text = self._tokenizer.decode(self._context + self._pending)
+        if text.endswith(REPLACEMENT) and len(self._pending) < MAX_PENDING:
+            return ""
+        return self._release(text)
+
+    def flush(self) -> str:
+        """Release the held-back ids at the end of the stream."""
+        if not self._pending:
+            return ""
+        return self._release(self._tokenizer.decode(self._context + self._pending))
+
+    def _release(self, text: str) -> str:
+        # The context's text is a prefix of the new text, except after a forced release of a broken
+        # character; then only what differs is new.
+        piece = text[len(os.path.commonprefix([self._context_text, text])):]
+        self._context = (self._context + self._pending)[-CONTEXT_TOKENS:]
+        self._pending = []
+        self._context_text = self._tokenizer.decode(self._context)
+        return piece

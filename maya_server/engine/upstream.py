@@ -1,0 +1,206 @@
+"""The upstream engine: vLLM, SGLang or llama-server over HTTP, as an `Engine`.
+
+Maya keeps everything but the tokens: it renders and tokenizes the prompt with
+the model directory's `tokenizer.json` (`--tokenizer DIR`), sends the ids as
+the `prompt` of a streaming `/v1/completions` request, and turns the stream
+back into `GeneratedToken`s. Where the upstream sends the generated ids
+(llama-server, vLLM) Maya decodes them itself, so reasoning and tool tags
+survive whatever the upstream's special-token settings; otherwise the
+upstream's text is used and each chunk counts as one token until the final
+usage gives the real count. Turn-ending ids are never yielded: the upstream is
+asked to stop on them (vLLM, SGLang) and Maya stops on them too (llama-server
+stops on its model's end-of-generation tokens by itself).
+
+Concurrency is the upstream's: `slots` sequences at once (its own
+`total_slots`, else `--upstream-slots`, else 8). Leaving the stream (a client
+gone, `generation.cancel()`) closes the HTTP request, which makes the upstream
+drop the sequence. Every lower-layer failure is mapped to an `UpstreamError`
+in `translate_transport_errors`; the key only ever travels in the
+Authorization header.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from pathlib import Path
+from typing import AsyncIterator, Iterator
+
+import httpx
+import orjson
+
+from ..config import DEFAULT_CTX, ConfigError, ServerConfig
+from ..errors import EngineError, UpstreamError, UpstreamRejected, UpstreamUnavailable
+from ..hf_tokenizer import HfTokenizer
+from ..tokenizer import Tokenizer
+from .base import Engine, GeneratedToken, Generation
+from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
+from .upstream_probe import UpstreamInfo, probe_upstream
+from .upstream_stream import TokenStream
+from .upstream_wire import completion_request, error_from_response, parse_error_event, parse_event
+
+log = logging.getLogger("maya.engine")
+
+DEFAULT_SLOTS = 8
+"""Sequences sent at once when the upstream reports no capacity (vLLM and SGLang batch far more)."""
+ERROR_BODY_LIMIT = 65536
+EVENT_LINE_LIMIT = 4 * 1024 * 1024
+"""One streamed event may not exceed this: a runaway upstream cannot fill our memory line by line."""
+
+
+class UpstreamEngine(Engine):
+    name = "upstream"
+
+    def __init__(
+        self,
+        url: str,
+        tokenizer: Tokenizer,
+        info: UpstreamInfo,
+        *,
+        slots: int,
+        context_size: int,
+        key: str | None = None,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 600.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.tokenizer = tokenizer
+        self.info = info
+        self.slots = slots
+        self.context_size = context_size
+        self.health = UpstreamHealth(self.url)
+        self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout)
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._client: httpx.AsyncClient | None = None
+
+    @classmethod
+    def connect(cls, config: ServerConfig) -> "UpstreamEngine":
+        """Load the tokenizer and meet the upstream; any failure is a one-line `ConfigError`."""
+        try:
+            tokenizer = HfTokenizer.from_model_dir(config.tokenizer)
+        except Exception as exc:  # tokenizers raises its own exception types for a malformed file
+            raise ConfigError("tokenizer", f"cannot load {Path(config.tokenizer) / 'tokenizer.json'}: {exc}") from None
+        timeout = httpx.Timeout(config.upstream_connect_timeout, read=config.upstream_read_timeout)
+        headers = {"Authorization": f"Bearer {config.upstream_key}"} if config.upstream_key else {}
+        with httpx.Client(base_url=config.upstream_url, timeout=timeout, headers=headers) as client:
+            try:
+                info = probe_upstream(client)
+            except UpstreamError as exc:
+                raise ConfigError(
+                    "upstream_url", f"{exc.message} at {public_url(config.upstream_url)}; is it running and ready?"
+                ) from None
+        if config.upstream_model is not None:
+            info = UpstreamInfo(info.kind, config.upstream_model, info.slots, info.context_size)
+        engine = cls(
+            config.upstream_url, tokenizer, info,
+            slots=config.upstream_slots or info.slots or DEFAULT_SLOTS,
+            context_size=config.ctx or info.context_size or DEFAULT_CTX,
+            key=config.upstream_key,
+            connect_timeout=config.upstream_connect_timeout,
+            read_timeout=config.upstream_read_timeout,
+        )
+        engine.health.checked(True)
+        log.info("upstream %s (%s) at %s: %d slots, context %d",
+                 info.model, info.kind, engine.health.url, engine.slots, engine.context_size)
+        return engine
+
+    def describe(self) -> dict:
+        upstream = {"kind": self.info.kind, "model": self.info.model, **self.health.describe()}
+        return {**super().describe(), "upstream": upstream}
+
+    def metric_collectors(self) -> list:
+        return [UpstreamCollector(self.health, self.slots)]
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:  # created in the serving event loop, on first use
+            limits = httpx.Limits(max_connections=self.slots * 2, max_keepalive_connections=self.slots)
+            self._client = httpx.AsyncClient(base_url=self.url, timeout=self._timeout, headers=self._headers, limits=limits)
+        return self._client
+
+    async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
+        stats = generation.stats
+        stats.prompt_tokens = len(generation.prompt_ids)
+        if not generation.prompt_ids:
+            raise EngineError("the prompt is empty")
+        stop_ids = generation.params.stop_token_ids
+        stream = TokenStream(self.tokenizer, stop_ids, stats, generation.params.max_tokens)
+        body = orjson.dumps(completion_request(self.info.kind, self.info.model, generation.prompt_ids, generation.params, stop_ids))
+        outcome, failure = "cancelled", None
+        try:
+            with translate_transport_errors(self._timeout):
+                async with self._http().stream(
+                    "POST", "/v1/completions", content=body, headers={"Content-Type": "application/json"}
+                ) as response:
+                    if response.status_code != 200:
+                        raise error_from_response(response.status_code, await _read_bounded(response))
+                    async for data in _events(response):
+                        chunk = parse_event(data)
+                        if chunk is None:
+                            break
+                        for token in stream.feed(chunk):
+                            yield token
+                        if stream.ended_by_us or generation.cancelled:
+                            break
+            if generation.cancelled and stream.finish_reason is None:
+                return
+            stats.finish_reason = stream.finish()
+            outcome = "ok"
+        except UpstreamRejected:
+            outcome = "rejected"
+            stats.finish_reason = "error"
+            raise
+        except UpstreamError as exc:
+            outcome, failure = "failed", exc.message
+            stats.finish_reason = "error"
+            log.warning("upstream request failed: %s", exc.message)
+            raise
+        except Exception as exc:  # anything else is mapped here too, at the boundary
+            outcome, failure = "failed", type(exc).__name__
+            stats.finish_reason = "error"
+            log.error("upstream stream handling failed: %s", type(exc).__name__)
+            raise UpstreamError("the upstream engine's stream could not be handled") from exc
+        finally:
+            if stats.finish_reason is None:
+                stats.finish_reason = "cancelled"
+            self.health.record(outcome, failure)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+
+@contextmanager
+def translate_transport_errors(timeout: httpx.Timeout) -> Iterator[None]:
+    """Every httpx failure becomes an `UpstreamError` here, and nowhere else."""
+    try:
+        yield
+    except httpx.ConnectTimeout:
+        raise UpstreamUnavailable(f"cannot connect to the upstream engine within {timeout.connect}s") from None
+    except httpx.ConnectError:
+        raise UpstreamUnavailable("cannot connect to the upstream engine") from None
+    except httpx.PoolTimeout:
+        raise UpstreamUnavailable("no connection to the upstream engine became free in time") from None
+    except httpx.TimeoutException:
+        raise UpstreamUnavailable(f"the upstream engine sent nothing for {timeout.read}s") from None
+    except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, httpx.CookieConflict) as exc:
+        raise UpstreamError(f"the upstream engine broke off the generation ({type(exc).__name__})") from None
+
+
+async def _events(response: httpx.Response) -> AsyncIterator[str]:
+    """The `data:` payloads of an SSE stream."""
+    async for line in response.aiter_lines():
+        if len(line) > EVENT_LINE_LIMIT:
+            raise UpstreamError("the upstream engine sent an oversized stream event")
+        if line.startswith("data:"):
+            yield line[5:].lstrip()
+        elif line.startswith("error:"):  # llama-server's form for some failures
+            raise parse_error_event(line[6:].lstrip())
+
+
+async def _read_bounded(response: httpx.Response) -> bytes:
+    body = bytearray()
+    async for part in response.aiter_bytes():
+        body += part
+        if len(body) >= ERROR_BODY_LIMIT:
+            break
+    return bytes(body[:ERROR_BODY_LIMIT])

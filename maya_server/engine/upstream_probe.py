@@ -1,0 +1,84 @@
+"""Meet the upstream engine once at start-up: is it there, what is it, how much can it take.
+
+`GET /v1/models` answers on vLLM, SGLang and llama-server alike: the model
+name to send, who serves it (`owned_by`: "vllm", "sglang", "llamacpp") and, on
+vLLM and SGLang, `max_model_len`. llama-server also answers `GET /props` with
+`total_slots` (its parallel sequences) and the per-slot context. An unreachable
+upstream is a start-up failure the CLI reports in one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from ..errors import UpstreamError, UpstreamUnavailable
+from .upstream_wire import UpstreamKind, error_from_response
+
+_KINDS: dict[str, UpstreamKind] = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama-server"}
+
+
+@dataclass(frozen=True)
+class UpstreamInfo:
+    kind: UpstreamKind
+    model: str | None
+    slots: int | None
+    """Parallel sequences the upstream reports (llama-server only)."""
+    context_size: int | None
+
+
+def probe_upstream(client: httpx.Client) -> UpstreamInfo:
+    """Ask the upstream who it is; raises `UpstreamError` (never an httpx exception)."""
+    card = _first_model(_get_json(client, "/v1/models"))
+    kind = _KINDS.get(str(card.get("owned_by", "")), "openai")
+    model = card.get("id") if isinstance(card.get("id"), str) else None
+    context = _positive(card.get("max_model_len"))
+    slots = None
+    if kind in ("llama-server", "openai"):
+        props = _llama_server_props(client)
+        if props is not None:
+            kind = "llama-server"
+            slots = _positive(props.get("total_slots"))
+            settings = props.get("default_generation_settings")
+            context = context or _positive(settings.get("n_ctx") if isinstance(settings, dict) else None)
+    return UpstreamInfo(kind=kind, model=model, slots=slots, context_size=context)
+
+
+def _llama_server_props(client: httpx.Client) -> dict | None:
+    try:
+        props = _get_json(client, "/props")
+    except UpstreamError:
+        return None  # not llama-server
+    return props if "total_slots" in props else None
+
+
+def _get_json(client: httpx.Client, path: str) -> dict:
+    try:
+        response = client.get(path)
+    except httpx.TimeoutException:
+        raise UpstreamUnavailable(f"no answer from the upstream engine within {client.timeout.connect}s") from None
+    except httpx.ConnectError:
+        raise UpstreamUnavailable("cannot connect to the upstream engine") from None
+    except httpx.HTTPError as exc:
+        raise UpstreamUnavailable(f"no usable answer from the upstream engine ({type(exc).__name__})") from None
+    if response.status_code != 200:
+        raise error_from_response(response.status_code, response.content[:65536])
+    try:
+        body = response.json()
+    except ValueError:
+        raise UpstreamError(f"the upstream engine's {path} is not JSON") from None
+    if not isinstance(body, dict):
+        raise UpstreamError(f"the upstream engine's {path} is not a JSON object")
+    return body
+
+
+def _first_model(models: dict) -> dict:
+    data = models.get("data")
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        return data[0]
+    return {}
+
+
+def _positive(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

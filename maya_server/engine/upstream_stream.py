@@ -1,0 +1,109 @@
+"""Upstream chunks → `GeneratedToken`s: decode ids, stop on turn-ending ids, keep the counts.
+
+Pure (no I/O), so the rules are testable without an upstream:
+
+- Chunks with ids: each id is one token, decoded with our own tokenizer; an
+  id in `stop_ids` ends the turn and is never yielded; `max_tokens` is kept
+  even if the upstream overshoots.
+- Chunks with text only: the text is the token (whole characters: upstreams
+  hold back partial ones), cut before any stop token's text; the upstream's
+  final `completion_tokens` replaces the chunk count.
+- `cached_tokens` comes from the upstream's usage or llama-server's timings.
+
+After we end the turn, a couple more events are read for the upstream's own
+finish and usage; if the upstream goes on generating, `ended_by_us` tells the
+engine to close the request. Once the upstream has finished, the remaining
+events are read only for their usage.
+"""
+
+from __future__ import annotations
+
+from typing import AbstractSet
+
+from ..errors import UpstreamError
+from ..tokenizer import Tokenizer
+from .base import FinishReason, GeneratedToken, GenerationStats
+from .detokenizer import IncrementalDetokenizer
+from .upstream_wire import UpstreamChunk
+
+UNKNOWN_ID = -1
+"""The id of a token whose upstream sent text only."""
+GRACE_EVENTS = 2
+"""Events still read after we ended the turn, for the upstream's own finish and usage (llama-server sends
+the end-of-generation token, then its finish with the usage); an upstream still generating is then cut off."""
+
+
+class TokenStream:
+    def __init__(self, tokenizer: Tokenizer, stop_ids: AbstractSet[int], stats: GenerationStats, max_tokens: int) -> None:
+        self._stop_ids = stop_ids
+        self._stop_texts = tuple(t for t in (tokenizer.decode([i]) for i in sorted(stop_ids)) if t)
+        self._stats = stats
+        self._max_tokens = max_tokens
+        self._detokenizer = IncrementalDetokenizer(tokenizer)
+        self._ours: FinishReason | None = None
+        self._upstream: str | None = None
+        self._upstream_count: int | None = None
+        self._last_id = UNKNOWN_ID
+        self._events_after_stop = 0
+        self.text_only = False
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._ours or self._upstream
+
+    @property
+    def ended_by_us(self) -> bool:
+        """We ended the turn and the upstream, given its grace, has not: time to close the request."""
+        return self._ours is not None and self._upstream is None and self._events_after_stop >= GRACE_EVENTS
+
+    def feed(self, chunk: UpstreamChunk) -> list[GeneratedToken]:
+        if chunk.cached_tokens is not None:
+            self._stats.cached_tokens = chunk.cached_tokens
+        if chunk.completion_tokens is not None:
+            self._upstream_count = chunk.completion_tokens
+        tokens: list[GeneratedToken] = []
+        if self._ours is not None:
+            self._events_after_stop += 1
+        elif self._upstream is None:
+            tokens = self._from_ids(chunk.token_ids) if chunk.token_ids is not None else self._from_text(chunk.text)
+        if chunk.finish_reason is not None and self._upstream is None:
+            self._upstream = chunk.finish_reason
+        if self.finish_reason is not None:
+            tail = self._detokenizer.flush()  # text held back for a character the turn ended inside
+            if tail:
+                tokens.append(GeneratedToken(self._last_id, tail))
+        return tokens
+
+    def finish(self) -> FinishReason:
+        """The finish reason once the stream is over; an upstream that stopped without one broke off."""
+        if self.text_only and self._upstream_count is not None:
+            self._stats.generated_tokens = self._upstream_count
+        if self._ours is not None:
+            return self._ours
+        if self._upstream is None:
+            raise UpstreamError("the upstream engine ended the stream before the generation finished")
+        return "length" if self._upstream == "length" else "stop"
+
+    def _from_ids(self, ids: tuple[int, ...]) -> list[GeneratedToken]:
+        tokens = []
+        for token_id in ids:
+            if token_id in self._stop_ids:
+                self._ours = "stop"
+                break
+            if self._stats.generated_tokens >= self._max_tokens:
+                self._ours = "length"
+                break
+            self._stats.generated_tokens += 1
+            self._last_id = token_id
+            tokens.append(GeneratedToken(token_id, self._detokenizer.push(token_id)))
+        return tokens
+
+    def _from_text(self, text: str) -> list[GeneratedToken]:
+        self.text_only = True
+        cut = min((i for i in (text.find(t) for t in self._stop_texts) if i >= 0), default=-1)
+        if cut >= 0:
+            text, self._ours = text[:cut], "stop"
+        if not text:
+            return []
+        self._stats.generated_tokens += 1
+        return [GeneratedToken(UNKNOWN_ID, text)]

@@ -1,0 +1,191 @@
+"""What goes over the wire to an upstream engine's `/v1/completions`, and what comes back.
+
+Pure functions, no I/O: the request body for each kind of upstream, one
+streamed SSE `data:` payload → `UpstreamChunk`, an error answer → the
+`UpstreamError` the client sees.
+
+The prompt is always token ids (Maya renders and tokenizes; the engine only
+generates). Generated token ids come back where the engine can send them:
+
+- llama-server: `n_probs: 1` puts each sampled token in `logprobs.content[].id`.
+- vLLM: `logprobs: 1` with `return_tokens_as_token_ids` writes tokens as
+  `"token_id:N"` in `logprobs.tokens`; a `token_ids` list on the choice
+  (newer vLLM's `return_token_ids`) is read as well.
+- SGLang and unknown servers: text only (`skip_special_tokens: false` keeps
+  reasoning and tool tags in it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
+
+import orjson
+
+from ..errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
+from .base import SamplingParams
+
+UpstreamKind = Literal["llama-server", "vllm", "sglang", "openai"]
+ERROR_MESSAGE_LIMIT = 400
+"""Characters of an upstream's own error message passed on to the client."""
+_CONTEXT_ERROR = re.compile(r"context (length|size|window)|maximum context|longer than the model", re.IGNORECASE)
+_TOKEN_ID_TEXT = re.compile(r"token_id:(\d+)")
+
+
+@dataclass(frozen=True)
+class UpstreamChunk:
+    text: str = ""
+    token_ids: tuple[int, ...] | None = None
+    """The generated ids this chunk carries; None when the upstream does not send ids."""
+    finish_reason: str | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+def completion_request(
+    kind: UpstreamKind, model: str | None, prompt_ids: list[int], params: SamplingParams, stop_ids: Iterable[int]
+) -> dict[str, Any]:
+    """The streaming `/v1/completions` body for `kind`, with OpenAI's sampling semantics."""
+    body: dict[str, Any] = {
+        "prompt": prompt_ids,
+        "max_tokens": params.max_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if model is not None:
+        body["model"] = model
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if kind == "llama-server":
+        # llama-server samples with top-k 40 and min-p 0.05 unless told otherwise; OpenAI's API has neither.
+        body.update({"n_probs": 1, "top_k": 0, "min_p": 0.0, "cache_prompt": True})
+        return body
+    body.update({
+        "skip_special_tokens": False,
+        "spaces_between_special_tokens": False,
+        "stop_token_ids": sorted(stop_ids),
+    })
+    if kind in ("vllm", "openai"):
+        body.update({"logprobs": 1, "return_tokens_as_token_ids": True})
+    return body
+
+
+def parse_event(data: str) -> UpstreamChunk | None:
+    """One SSE `data:` payload; None for the closing `[DONE]`. An error payload raises."""
+    if data.strip() == "[DONE]":
+        return None
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise UpstreamError("the upstream engine sent an unreadable stream event") from None
+    if not isinstance(payload, dict):
+        raise UpstreamError("the upstream engine sent an unexpected stream event")
+    if "error" in payload or payload.get("object") == "error":
+        raise error_from_payload(_status_of(payload), payload)
+    return _chunk(payload)
+
+
+def parse_error_event(data: str) -> UpstreamError:
+    """An SSE `error:` payload (llama-server writes failures this way) as the error our client gets."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return UpstreamError("the upstream engine reported an unreadable error")
+    payload = payload if isinstance(payload, dict) else {}
+    wrapped = payload if "error" in payload else {"error": payload}
+    return error_from_payload(_status_of(wrapped), wrapped)
+
+
+def _chunk(payload: dict) -> UpstreamChunk:
+    choices = payload.get("choices") or []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+    text = choice.get("text")
+    return UpstreamChunk(
+        text=text if isinstance(text, str) else "",
+        token_ids=_token_ids(choice),
+        finish_reason=choice.get("finish_reason") or None,
+        completion_tokens=_int(usage.get("completion_tokens")),
+        cached_tokens=_cached_tokens(payload, usage),
+    )
+
+
+def _token_ids(choice: dict) -> tuple[int, ...] | None:
+    ids = choice.get("token_ids")
+    if isinstance(ids, list) and all(isinstance(i, int) for i in ids):
+        return tuple(ids)
+    logprobs = choice.get("logprobs")
+    if not isinstance(logprobs, dict):
+        return None
+    content = logprobs.get("content")
+    if isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("id"), int) for c in content):
+        return tuple(c["id"] for c in content)
+    tokens = logprobs.get("tokens")
+    if isinstance(tokens, list):
+        matches = [_TOKEN_ID_TEXT.fullmatch(t) if isinstance(t, str) else None for t in tokens]
+        if all(matches):
+            return tuple(int(m.group(1)) for m in matches)
+    return None
+
+
+def _cached_tokens(payload: dict, usage: dict) -> int | None:
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and _int(details.get("cached_tokens")) is not None:
+        return _int(details.get("cached_tokens"))
+    timings = payload.get("timings")
+    return _int(timings.get("cache_n")) if isinstance(timings, dict) else None  # llama-server's own count
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _status_of(payload: dict) -> int:
+    error = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+    code = error.get("code")
+    return code if isinstance(code, int) and 400 <= code <= 599 else 502
+
+
+def error_from_response(status: int, body: bytes) -> UpstreamError:
+    """An upstream's non-200 answer as the error our client gets."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        payload = {}
+    return error_from_payload(status, payload if isinstance(payload, dict) else {})
+
+
+def error_from_payload(status: int, payload: dict) -> UpstreamError:
+    """4xx the client caused (its prompt overflows the upstream's context, a bad value) keep a 4xx;
+    an overloaded or loading upstream is retryable; everything else is the upstream's fault (502)."""
+    message, kind = _message_and_type(payload)
+    if status in (400, 413, 422) and (kind == "exceed_context_size_error" or _CONTEXT_ERROR.search(message)):
+        return UpstreamRejected(
+            f"The upstream engine's context cannot hold this request: {message}",
+            status=400, type="invalid_request_error", code="context_length_exceeded", param="messages",
+        )
+    if status in (400, 413, 422):
+        return UpstreamRejected(
+            f"The upstream engine rejected the request: {message}",
+            status=400, type="invalid_request_error", code="upstream_rejected",
+        )
+    if status == 429:
+        return UpstreamRejected(
+            "The upstream engine is overloaded; retry later", status=429, type="rate_limit_error", code="upstream_overloaded"
+        )
+    if status == 503:
+        return UpstreamUnavailable("The upstream engine is not ready (HTTP 503); retry later")
+    if status in (401, 403):
+        return UpstreamError(f"The upstream engine refused Maya's credentials (HTTP {status}); check --upstream-key")
+    return UpstreamError(f"The upstream engine failed (HTTP {status})")
+
+
+def _message_and_type(payload: dict) -> tuple[str, str]:
+    error = payload.get("error") if isinstance(payload.get("error"), dict) else payload
+    message = error.get("message") or payload.get("detail") or ""
+    kind = error.get("type") or ""
+    message = message if isinstance(message, str) else str(message)
+    return message[:ERROR_MESSAGE_LIMIT], kind if isinstance(kind, str) else ""

@@ -1,0 +1,170 @@
+"""The upstream wire format, without an upstream: request bodies, stream events, error mapping."""
+
+from __future__ import annotations
+
+import httpx
+import orjson
+import pytest
+
+from maya_server.engine.base import SamplingParams
+from maya_server.engine.upstream import translate_transport_errors
+from maya_server.engine.upstream_health import UpstreamCollector, UpstreamHealth, public_url
+from maya_server.engine.upstream_wire import (
+    completion_request,
+    error_from_response,
+    parse_error_event,
+    parse_event,
+)
+from maya_server.errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
+
+PARAMS = SamplingParams(max_tokens=16, temperature=0.5, top_p=0.9, seed=3)
+
+
+def test_every_request_streams_token_ids_with_usage():
+    for kind in ("llama-server", "vllm", "sglang", "openai"):
+        body = completion_request(kind, "m", [1, 2, 3], PARAMS, {9, 4})
+        assert body["prompt"] == [1, 2, 3] and body["model"] == "m"
+        assert (body["max_tokens"], body["temperature"], body["top_p"], body["seed"]) == (16, 0.5, 0.9, 3)
+        assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+
+
+def test_llama_server_gets_openai_sampling_and_sends_ids():
+    body = completion_request("llama-server", None, [1], SamplingParams(max_tokens=4), {2})
+    assert body["n_probs"] == 1 and body["top_k"] == 0 and body["min_p"] == 0.0 and body["cache_prompt"] is True
+    assert "model" not in body and "seed" not in body
+
+
+def test_vllm_keeps_special_tokens_stops_on_ids_and_returns_ids():
+    body = completion_request("vllm", "glm", [1], PARAMS, {9, 4})
+    assert body["stop_token_ids"] == [4, 9]
+    assert body["skip_special_tokens"] is False and body["spaces_between_special_tokens"] is False
+    assert body["logprobs"] == 1 and body["return_tokens_as_token_ids"] is True
+
+
+def test_sglang_keeps_special_tokens_and_stops_on_ids():
+    body = completion_request("sglang", "glm", [1], PARAMS, {9})
+    assert body["stop_token_ids"] == [9] and body["skip_special_tokens"] is False
+    assert "logprobs" not in body
+
+
+def _event(choice: dict | None = None, **extra) -> str:
+    payload = {"object": "text_completion", "choices": [choice] if choice else [], **extra}
+    return orjson.dumps(payload).decode()
+
+
+def test_llama_server_chunk_ids_come_from_logprobs_content():
+    chunk = parse_event(_event({"text": "Hello", "index": 0, "finish_reason": None,
+                                "logprobs": {"content": [{"id": 19556, "token": "Hello", "logprob": -2.1}]}}))
+    assert chunk.text == "Hello" and chunk.token_ids == (19556,) and chunk.finish_reason is None
+
+
+def test_vllm_chunk_ids_come_from_token_id_strings_or_a_token_ids_list():
+    chunk = parse_event(_event({"text": "ab", "finish_reason": None,
+                                "logprobs": {"tokens": ["token_id:5", "token_id:77"], "token_logprobs": [0, 0]}}))
+    assert chunk.token_ids == (5, 77)
+    assert parse_event(_event({"text": "x", "token_ids": [8, 9], "finish_reason": "stop"})).token_ids == (8, 9)
+
+
+def test_text_only_chunks_have_no_ids():
+    chunk = parse_event(_event({"text": "<think>", "finish_reason": None, "logprobs": None}))
+    assert chunk.text == "<think>" and chunk.token_ids is None
+    chunk = parse_event(_event({"text": "x", "logprobs": {"tokens": ["x"]}}))
+    assert chunk.token_ids is None
+
+
+def test_usage_and_cached_tokens_from_either_field():
+    usage = {"prompt_tokens": 10, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 7}}
+    chunk = parse_event(_event(usage=usage))
+    assert (chunk.completion_tokens, chunk.cached_tokens) == (3, 7)
+    llama = parse_event(_event({"text": "", "finish_reason": "stop"}, usage={"completion_tokens": 3}, timings={"cache_n": 4}))
+    assert llama.cached_tokens == 4 and llama.finish_reason == "stop"
+    assert parse_event(" [DONE]") is None
+
+
+@pytest.mark.parametrize("payload", ["{not json", "[1, 2]"])
+def test_unreadable_events_are_upstream_errors(payload):
+    with pytest.raises(UpstreamError):
+        parse_event(payload)
+
+
+def test_an_error_event_mid_stream_raises_its_mapping():
+    with pytest.raises(UpstreamRejected) as caught:
+        parse_event('{"error": {"code": 400, "message": "the request exceeds the available context size", '
+                    '"type": "exceed_context_size_error"}}')
+    assert caught.value.status == 400 and caught.value.code == "context_length_exceeded"
+    assert parse_error_event('{"code": 500, "message": "boom"}').status == 502
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected_status", "code"),
+    [
+        (400, {"error": {"message": "request exceeds the available context size", "type": "exceed_context_size_error"}},
+         400, "context_length_exceeded"),
+        (400, {"object": "error", "message": "This model's maximum context length is 8192 tokens. However, you requested 9000",
+               "type": "BadRequestError", "code": 400}, 400, "context_length_exceeded"),
+        (400, {"object": "error", "message": "The input (9000 tokens) is longer than the model's context length (8192 tokens)."},
+         400, "context_length_exceeded"),
+        (422, {"detail": "temperature must be >= 0"}, 400, "upstream_rejected"),
+        (429, {}, 429, "upstream_overloaded"),
+        (503, {"error": {"message": "Loading model"}}, 503, "upstream_unavailable"),
+        (401, {"error": {"message": "Invalid API Key"}}, 502, "upstream_error"),
+        (500, {"error": {"message": "CUDA out of memory at /secret/path"}}, 502, "upstream_error"),
+    ],
+)
+def test_upstream_answers_map_to_openai_errors(status, body, expected_status, code):
+    error = error_from_response(status, orjson.dumps(body))
+    assert (error.status, error.code) == (expected_status, code)
+    assert isinstance(error, UpstreamError)
+    assert error.body()["error"]["type"] in ("invalid_request_error", "rate_limit_error", "server_error")
+    if status >= 500:
+        assert "secret" not in error.message  # an upstream's internals are not the client's business
+
+
+def test_a_non_json_error_body_still_maps():
+    assert error_from_response(502, b"<html>bad gateway</html>").code == "upstream_error"
+
+
+HTTPX_EXCEPTIONS = sorted(
+    (value for value in vars(httpx).values() if isinstance(value, type) and issubclass(value, Exception)),
+    key=lambda cls: cls.__name__,
+)
+
+
+def _instance(cls):
+    request = httpx.Request("POST", "http://upstream/v1/completions")
+    if issubclass(cls, httpx.HTTPStatusError):
+        return cls("boom", request=request, response=httpx.Response(500, request=request))
+    if issubclass(cls, httpx.RequestError):
+        return cls("boom", request=request)
+    if issubclass(cls, httpx.StreamError) and cls is not httpx.StreamError:
+        return cls()
+    return cls("boom")
+
+
+@pytest.mark.parametrize("exc_type", HTTPX_EXCEPTIONS, ids=lambda cls: cls.__name__)
+def test_no_httpx_exception_escapes_unmapped(exc_type):
+    assert len(HTTPX_EXCEPTIONS) > 20  # every exception httpx exports, not a hand-picked few
+    with pytest.raises(UpstreamError) as caught:
+        with translate_transport_errors(httpx.Timeout(5.0)):
+            raise _instance(exc_type)
+    if issubclass(exc_type, (httpx.ConnectError, httpx.TimeoutException)):
+        assert isinstance(caught.value, UpstreamUnavailable)
+
+
+def test_public_url_drops_anything_secret():
+    assert public_url("http://user:pw@gpu1:8000/v1/?key=x#frag") == "http://gpu1:8000/v1"
+    assert public_url("https://[::1]:9000") == "https://[::1]:9000"
+
+
+def test_health_counts_failures_until_a_success():
+    now = [100.0]
+    health = UpstreamHealth("http://gpu1:8000", clock=lambda: now[0])
+    health.record("failed", "cannot connect")
+    health.record("failed", "cannot connect")
+    assert health.describe()["consecutive_failures"] == 2 and health.describe()["healthy"] is False
+    collected = {m.name: m for m in UpstreamCollector(health, slots=8).collect()}
+    assert collected["maya:upstream_up"].samples[0].value == 0.0
+    assert collected["maya:upstream_up"].samples[0].labels == {"url": "http://gpu1:8000"}
+    health.record("rejected")
+    assert health.describe()["healthy"] is True and health.consecutive_failures == 0
+    assert health.describe()["requests"] == {"ok": 0, "rejected": 1, "failed": 2, "cancelled": 0}
