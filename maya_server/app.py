@@ -35,6 +35,7 @@ def create_app(config: ServerConfig, engine: Engine) -> FastAPI:
     metrics.queue_waiting.set_function(lambda: queue.waiting)
     metrics.slots_busy.set_function(lambda: queue.busy)
     metrics.slots_total.set(engine.slots)
+    metrics.watch_kv_states(engine.kv_state_stats)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
