@@ -33,6 +33,7 @@ test: install-test
 
 bench: install-test
 	$(BIN)/python bench/stream_overhead.py
+	$(BIN)/python bench/continuation_ttft.py
 
 clean:
 	rm -rf $(VENV)

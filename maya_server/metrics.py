@@ -74,7 +74,8 @@ class KvStateCollector(Collector):
             yield GaugeMetricFamily(f"maya:kv_states_{name}", help_text, value=value)
         for name, help_text, value in (
             ("hits", "Generations that restored a saved KV state", stats.hits),
-            ("misses", "Generations that restored no saved KV state", stats.misses),
+            ("live_reuses", "Generations served by the live KV's prefix, nothing restored", stats.live_reuses),
+            ("misses", "Generations that found no reusable prefix, live or saved", stats.misses),
             ("saves", "KV states saved", stats.saves),
             ("evictions", "Saved KV states dropped for room, least recently used first", stats.evictions),
             ("superseded", "Saved KV states dropped because a newer one extends them", stats.superseded),

@@ -138,10 +138,13 @@ def test_counters_and_discard():
     cache.put(ids(0, 20), "A", 10, seconds=0.25)
     entry = cache.plan(live=[], prompt=ids(0, 20) + [1]).restore
     cache.restored(entry, 0.5)
-    cache.missed()
+    cache.kept_live(MIN_GAIN_TOKENS)
+    cache.kept_live(MIN_GAIN_TOKENS - 1)
+    cache.kept_live(0)
     cache.discard(entry)
     stats = cache.snapshot()
-    assert (stats.saves, stats.hits, stats.misses, stats.entries, stats.bytes) == (1, 1, 1, 0, 0)
+    assert (stats.saves, stats.hits, stats.live_reuses, stats.misses) == (1, 1, 1, 2)
+    assert (stats.entries, stats.bytes) == (0, 0)
     assert stats.save_seconds == pytest.approx(0.25) and stats.restore_seconds == pytest.approx(0.5)
 
 

@@ -95,8 +95,10 @@ class KvStateStats:
     max_bytes: int
     hits: int
     """Generations that restored a saved state."""
+    live_reuses: int
+    """Generations that restored nothing because the live KV already held a worthwhile prefix."""
     misses: int
-    """Generations that restored nothing (the live KV may still have served a prefix)."""
+    """Generations that found no worthwhile prefix anywhere (fewer than MIN_GAIN_TOKENS)."""
     saves: int
     evictions: int
     """Entries dropped to make room (least recently used first)."""
@@ -118,7 +120,7 @@ class KvStateCache(Generic[S]):
         self._entries: OrderedDict[bytes, SavedState[S]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self._counts = dict(hits=0, misses=0, saves=0, evictions=0, superseded=0, rejected=0)
+        self._counts = dict(hits=0, live_reuses=0, misses=0, saves=0, evictions=0, superseded=0, rejected=0)
         self._seconds = dict(restore_seconds=0.0, save_seconds=0.0)
 
     @property
@@ -197,9 +199,11 @@ class KvStateCache(Generic[S]):
             if entry.key in self._entries:
                 self._entries.move_to_end(entry.key)
 
-    def missed(self) -> None:
+    def kept_live(self, reuse: int) -> None:
+        """Count a generation served by the live KV alone: a live reuse, or a miss when it kept
+        fewer than MIN_GAIN_TOKENS (such as a chat template's opening tokens)."""
         with self._lock:
-            self._counts["misses"] += 1
+            self._counts["live_reuses" if reuse >= MIN_GAIN_TOKENS else "misses"] += 1
 
     def discard(self, entry: SavedState[S]) -> None:
         """Forget an entry that failed to restore."""

@@ -93,7 +93,13 @@ class LlamaCppEngine(Engine):
             raise EngineError("the prompt is empty")
         stop_ids = self._end_of_generation | params.stop_token_ids
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        tokens = await loop.run_in_executor(self._thread, self._start, generation)
+        try:
+            tokens = await loop.run_in_executor(self._thread, self._start, generation)
+        except Exception as exc:  # a failed restore or trim: the KV is unknown, forget it
+            stats.finish_reason = "error"
+            log.error("llama.cpp failed to prepare the KV: %s", type(exc).__name__)
+            await loop.run_in_executor(self._thread, self._sequence.clear)
+            raise EngineError("the engine failed while preparing the prompt") from exc
         try:
             while True:
                 if generation.cancelled:
@@ -152,14 +158,15 @@ class LlamaCppEngine(Engine):
         if plan.save_live:
             self._save_live()
         if plan.restore is None:
+            reuse = self._sequence.keep(plan.reuse)
             if self._states.enabled:
-                self._states.missed()
-            return self._sequence.keep(plan.reuse)
+                self._states.kept_live(reuse)
+            return reuse
         started = time.perf_counter()
         if not self._sequence.restore(plan.restore.key, plan.restore.state):
             log.warning("llama.cpp refused a saved KV state (%d tokens); evaluating cold", plan.restore.token_count)
             self._states.discard(plan.restore)
-            self._states.missed()
+            self._states.kept_live(0)
             return 0
         self._states.restored(plan.restore, time.perf_counter() - started)
         return self._sequence.keep(plan.reuse)
