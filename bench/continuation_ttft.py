@@ -145,13 +145,14 @@ def interleaved_round(url: str, api: str, documents: tuple[str, str]) -> list[Tu
     return [a.say(FOLLOW_UP, max_tokens=16), b.say(FOLLOW_UP, max_tokens=16)]  # 16: the Responses API minimum
 
 
-def measure(model: str, opts, kv_states: int, rounds: list[tuple[str, str]]) -> list[TurnResult]:
+def measure(model: str, opts, kv_states: int, rounds: list[tuple[str, str]]) -> tuple[list[TurnResult], dict]:
+    """The continuations' results, and the server's saved-state counters from /v1/status."""
     process, url = start_server(model, opts.threads, kv_states)
     try:
         results: list[TurnResult] = []
         for documents in rounds:
             results.extend(interleaved_round(url, opts.api, documents))
-        return results
+        return results, httpx.get(url + "/v1/status").json()["engine"]["kv_states"]
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -172,8 +173,8 @@ def main() -> None:
     count = lambda text: len(vocabulary.tokenize(text.encode(), add_bos=False))  # noqa: E731
     rounds = [(notes(2 * r, opts.history_tokens, count), notes(2 * r + 1, opts.history_tokens, count))
               for r in range(opts.rounds)]
-    warm = measure(model, opts, opts.kv_states, rounds)
-    cold = measure(model, opts, 0, rounds)
+    warm, states = measure(model, opts, opts.kv_states, rounds)
+    cold, _ = measure(model, opts, 0, rounds)
     warm_ttft, cold_ttft = statistics.median(t.ttft for t in warm), statistics.median(t.ttft for t in cold)
     print(f"api={opts.api} threads={opts.threads} rounds={opts.rounds} continuations={len(warm)} (medians)")
     print(f"continuation prompt tokens:        {statistics.median(t.prompt_tokens for t in warm):7.0f}")
@@ -181,9 +182,13 @@ def main() -> None:
           f"   TTFT {warm_ttft * 1000:8.1f} ms")
     print(f"cached, --kv-states 0 (cold):      {statistics.median(t.cached_tokens for t in cold):7.0f} tokens"
           f"   TTFT {cold_ttft * 1000:8.1f} ms")
+    print(f"saved states: {states['saves']} saves, {states['save_seconds'] / max(states['saves'], 1) * 1000:.1f} ms each; "
+          f"{states['hits']} restores, {states['restore_seconds'] / max(states['hits'], 1) * 1000:.1f} ms each; "
+          f"{states['entries']} held, {states['bytes'] / 2**20:.1f} MiB")
     same = sum(w.text == c.text for w, c in zip(warm, cold))
-    print(f"continuation TTFT ratio: {warm_ttft / cold_ttft:.3f} (target <= 0.2); "
-          f"identical continuation texts: {same}/{len(warm)}")
+    print(f"continuation TTFT ratio: {warm_ttft / cold_ttft:.3f} (target <= 0.2)")
+    print(f"continuations whose text equals the cold one: {same}/{len(warm)} (a cold prompt is evaluated in "
+          f"batches whose kernels round differently from one-token decoding, so greedy text may drift late)")
 
 
 if __name__ == "__main__":
