@@ -38,6 +38,7 @@ test: install-test llama-server
 
 bench: install-test
 	$(BIN)/python bench/stream_overhead.py
+	$(BIN)/python bench/continuation_ttft.py
 
 bench-upstream: install-test llama-server
 	$(BIN)/python bench/upstream_overhead.py

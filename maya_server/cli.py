@@ -31,6 +31,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--script", metavar="FILE", help="scripted engine: JSON list of completions")
     p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
     p.add_argument("--max-queue", dest="max_queue", help="requests allowed to wait for the engine (default 64)")
+    p.add_argument("--kv-states", dest="kv_states", metavar="N",
+                   help="embedded engine: conversations whose KV state is kept for reuse (default 8; 0 turns it off)")
+    p.add_argument("--kv-states-mib", dest="kv_states_mib", metavar="MIB",
+                   help="embedded engine: memory for those KV states in MiB (default 256)")
     up = p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)")
     up.add_argument("--upstream-url", dest="upstream_url", metavar="URL", help="the engine's base URL, e.g. http://gpu1:8000")
     up.add_argument("--upstream-key", dest="upstream_key", metavar="KEY", help="bearer key the engine expects (prefer MAYA_UPSTREAM_KEY)")

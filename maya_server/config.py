@@ -49,6 +49,10 @@ class ServerConfig:
     script: str | None = None
     script_delay: float = 0.0
     max_queue: int = 64
+    kv_states: int = 8
+    """Conversations whose KV the embedded engine keeps copies of (0: off)."""
+    kv_states_mib: int = 256
+    """Memory those copies may take, in MiB (0: off); a larger single copy is not kept."""
     model_name: str | None = None
     tokenizer: str | None = None
     upstream_url: str | None = None
@@ -171,6 +175,8 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "script": _text,
     "script_delay": _non_negative_float,
     "max_queue": _positive_int,
+    "kv_states": _non_negative_int,
+    "kv_states_mib": _non_negative_int,
     "model_name": _text,
     "tokenizer": _text,
     "upstream_url": _http_url,

@@ -42,6 +42,24 @@ def test_keys_from_environment_and_file(tmp_path):
     assert config.cors_origins == ("https://x.example",)
 
 
+def test_kv_state_limits_from_flags_and_environment():
+    defaults = _load(["--engine", "scripted"])
+    assert (defaults.kv_states, defaults.kv_states_mib) == (8, 256)
+    config = _load(["--engine", "scripted", "--kv-states", "0"], {"MAYA_KV_STATES": "3", "MAYA_KV_STATES_MIB": "64"})
+    assert (config.kv_states, config.kv_states_mib) == (0, 64)
+
+
+def test_the_registry_bounds_the_embedded_engines_kv_states(monkeypatch):
+    from maya_server.config import ServerConfig
+    from maya_server.engine import llamacpp, registry
+
+    seen = {}
+    monkeypatch.setattr(llamacpp, "LlamaCppEngine", lambda model, **options: seen.update(options))
+    registry.create_engine(ServerConfig(model="m.gguf", kv_states=3, kv_states_mib=2))
+    states = seen["kv_states"]
+    assert (states.max_entries, states.max_bytes) == (3, 2 * 2**20)
+
+
 def test_family_defaults_per_command():
     assert load(["--engine", "scripted"], "maya", "glm", environ={}).family == "glm"
     assert load(["--engine", "scripted"], "maya-ds4", "deepseek-v4", environ={}).family == "deepseek-v4"
@@ -54,6 +72,8 @@ def test_family_defaults_per_command():
         (["--port", "70000"], {}, "port"),
         (["--threads", "-1"], {}, "threads"),
         ([], {"MAYA_CTX": "0"}, "ctx"),
+        (["--kv-states", "-1"], {}, "kv_states"),
+        ([], {"MAYA_KV_STATES_MIB": "lots"}, "kv_states_mib"),
         ([], {"MAYA_ENGINE": "turbo"}, "engine"),
         (["--model", "/no/such/model.gguf", "--engine", "llamacpp"], {}, "model"),
         (["--host", "0.0.0.0"], {}, "host"),

@@ -2,9 +2,13 @@
 
 The model loads once at start-up. Decoding runs on one dedicated thread (a
 llama.cpp context is not thread-safe, and the event loop must stay free), one
-token per hop, so a cancel is seen within one token. llama.cpp keeps the KV
-cache of the previous sequence; a prompt that starts with the same tokens only
-evaluates the rest, and that shared prefix is reported as `cached_tokens`.
+token per hop, so a cancel is seen within one token.
+
+The context keeps the KV of the previous sequence; with `kv_states` it also
+keeps copies of earlier conversations' KV (see `kv_states.py`), so interleaved
+conversations each resume from their own prefix. Before each prompt the engine
+keeps or restores the longest reusable prefix, trims the KV to it and
+evaluates only the rest: `cached_tokens` is exactly the prompt tokens skipped.
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ import codecs
 import logging
 import random
 import time
+from dataclasses import asdict
 from concurrent.futures import ThreadPoolExecutor
 from typing import AsyncIterator, Iterator, Sequence
 
 from ..errors import EngineError
-from .base import Engine, GeneratedToken, Generation, reusable_prefix_length
+from .base import Engine, GeneratedToken, Generation
+from .kv_states import KvStateCache, KvStateStats, Plan
 
 log = logging.getLogger("maya.engine")
 
@@ -40,8 +46,12 @@ class LlamaCppEngine(Engine):
     name = "llamacpp"
     slots = 1
 
-    def __init__(self, model_path: str, *, context_size: int, threads: int = 0) -> None:
+    def __init__(
+        self, model_path: str, *, context_size: int, threads: int = 0, kv_states: KvStateCache | None = None
+    ) -> None:
         from llama_cpp import Llama  # imported here: the scripted and upstream engines never need it
+
+        from .llama_sequence import LlamaSequence
 
         started = time.perf_counter()
         log.info("loading model %s (context %d)", model_path, context_size)
@@ -55,6 +65,8 @@ class LlamaCppEngine(Engine):
         self.model_path = model_path
         self.context_size = context_size
         self.tokenizer = LlamaTokenizer(self._llama)
+        self._sequence = LlamaSequence(self._llama)
+        self._states: KvStateCache = kv_states if kv_states is not None else KvStateCache(0, 0)
         self._end_of_generation = self._eog_ids()
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamacpp")
         log.info("model loaded in %.2fs", time.perf_counter() - started)
@@ -67,7 +79,10 @@ class LlamaCppEngine(Engine):
         return frozenset(i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i))
 
     def describe(self) -> dict:
-        return {**super().describe(), "model_path": self.model_path}
+        return {**super().describe(), "model_path": self.model_path, "kv_states": asdict(self._states.snapshot())}
+
+    def kv_state_stats(self) -> KvStateStats:
+        return self._states.snapshot()
 
     async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
         loop = asyncio.get_running_loop()
@@ -78,7 +93,13 @@ class LlamaCppEngine(Engine):
             raise EngineError("the prompt is empty")
         stop_ids = self._end_of_generation | params.stop_token_ids
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        tokens = await loop.run_in_executor(self._thread, self._start, generation)
+        try:
+            tokens = await loop.run_in_executor(self._thread, self._start, generation)
+        except Exception as exc:  # a failed restore or trim: the KV is unknown, forget it
+            stats.finish_reason = "error"
+            log.error("llama.cpp failed to prepare the KV: %s", type(exc).__name__)
+            await loop.run_in_executor(self._thread, self._sequence.clear)
+            raise EngineError("the engine failed while preparing the prompt") from exc
         try:
             while True:
                 if generation.cancelled:
@@ -103,23 +124,66 @@ class LlamaCppEngine(Engine):
         finally:
             if stats.finish_reason is None:
                 stats.finish_reason = "cancelled"
-            await loop.run_in_executor(self._thread, tokens.close)
+            await loop.run_in_executor(self._thread, self._end, tokens, stats.finish_reason == "error")
+
+    def _end(self, tokens: Iterator[int], failed: bool) -> None:
+        """On the engine thread: close the token iterator; after a failure, forget the KV (a
+        failed decode may have left it part-written) rather than save or reuse it."""
+        tokens.close()
+        if failed:
+            self._sequence.clear()
 
     def _start(self, generation: Generation) -> Iterator[int]:
-        """On the engine thread: set the seed, count the reusable prefix, create the token iterator."""
+        """On the engine thread: bring the KV to the longest reusable prefix, count it as cached,
+        set the seed and create the iterator that evaluates the rest of the prompt."""
         params = generation.params
         prompt = generation.prompt_ids
-        generation.stats.cached_tokens = reusable_prefix_length(self._llama._input_ids, prompt)
+        reuse = self._prepare_kv(prompt)
+        generation.stats.cached_tokens = reuse
         self._llama.set_seed(params.seed if params.seed is not None else random.randrange(2**31))
         return self._llama.generate(
-            prompt,
+            prompt[reuse:],
             temp=params.temperature,
             top_p=params.top_p,
             top_k=0 if params.temperature > 0 else 1,
             min_p=0.0,
             repeat_penalty=1.0,
-            reset=True,
+            reset=False,  # the KV already holds exactly prompt[:reuse]
         )
+
+    def _prepare_kv(self, prompt: list[int]) -> int:
+        """Follow the cache's plan: save the live KV if it is about to be lost, restore a saved
+        state if one shares more, trim to the reused prefix. Returns the tokens kept."""
+        plan: Plan = self._states.plan(self._sequence.tokens(), prompt)
+        if plan.save_live:
+            self._save_live()
+        if plan.restore is None:
+            reuse = self._sequence.keep(plan.reuse)
+            if self._states.enabled:
+                self._states.kept_live(reuse)
+            return reuse
+        started = time.perf_counter()
+        if not self._sequence.restore(plan.restore.key, plan.restore.state):
+            log.warning("llama.cpp refused a saved KV state (%d tokens); evaluating cold", plan.restore.token_count)
+            self._states.discard(plan.restore)
+            self._states.kept_live(0)
+            return 0
+        self._states.restored(plan.restore, time.perf_counter() - started)
+        return self._sequence.keep(plan.reuse)
+
+    def _save_live(self) -> None:
+        """Copy the live KV into the cache. Saving only speeds up a later turn, so a failure to
+        copy (llama.cpp or memory) is logged and the generation goes on without it."""
+        started = time.perf_counter()
+        if not self._states.fits(self._sequence.state_size()):
+            self._states.reject()  # larger than the whole budget: copying it would be wasted
+            return
+        try:
+            buffer = self._sequence.save()
+        except (RuntimeError, MemoryError) as exc:
+            log.warning("could not save a KV state: %s", type(exc).__name__)
+            return
+        self._states.put(self._sequence.tokens(), buffer, len(buffer), time.perf_counter() - started)
 
     async def close(self) -> None:
         self._thread.shutdown(wait=True)

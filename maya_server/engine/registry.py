@@ -8,9 +8,12 @@ from .base import Engine
 
 def create_engine(config: ServerConfig) -> Engine:
     if config.engine == "llamacpp":
+        from .kv_states import KvStateCache
         from .llamacpp import LlamaCppEngine
 
-        return LlamaCppEngine(config.model, context_size=config.ctx or DEFAULT_CTX, threads=config.threads)
+        states = KvStateCache(config.kv_states, config.kv_states_mib * 2**20)
+        return LlamaCppEngine(config.model, context_size=config.ctx or DEFAULT_CTX, threads=config.threads,
+                              kv_states=states)
     if config.engine == "scripted":
         from .scripted import ScriptedEngine
 

@@ -1,0 +1,195 @@
+"""Time to first token of a continuation, with two conversations interleaved.
+
+Two conversations, A and B, each open with ~1500 tokens of history (a long
+user message and the model's answer to it). Then A continues after B has run,
+and B after A: without saved KV states each continuation is evaluated cold
+(B's turn overwrote A's KV); with them, each resumes from its own prefix. The
+figure is the median TTFT of the continuations on a server with saved states
+(`--kv-states 8`, the default) ÷ the same on a server without (`--kv-states 0`),
+same prompts, same model (SmolLM2-135M), same default context (4096 tokens);
+target ≤ 0.2. Every round uses fresh conversations, so nothing carries over
+between rounds. Servers run in their own processes, one at a time, read with
+the OpenAI SDK, streaming; the first text delta marks the first token.
+
+    .venv/bin/python bench/continuation_ttft.py [--rounds 3] [--history-tokens 1500] [--api chat|responses]
+
+Each conversation sends its full history every turn (`store: false` for the
+Responses API). A stored `previous_response_id` continuation would be one more
+`Conversation` class beside the two below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from openai import OpenAI
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from maya_server.config import default_model_path  # noqa: E402
+
+WORDS = (
+    "harbor lantern river meadow quarry copper violin orchard tunnel glacier ledger compass falcon "
+    "ember canyon thistle beacon granite willow saddle marble cobalt anchor prairie sparrow cedar "
+    "thunder velvet ribbon citadel"
+).split()
+QUESTION = "Summarize the notes above in two sentences."
+FOLLOW_UP = "Which place in the notes is mentioned first? Answer briefly."
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    ttft: float
+    text: str
+    prompt_tokens: int
+    cached_tokens: int
+
+
+class ChatConversation:
+    """/v1/chat/completions with the full message history each turn."""
+
+    def __init__(self, client: OpenAI) -> None:
+        self.client = client
+        self.messages: list[dict] = []
+
+    def say(self, text: str, max_tokens: int) -> TurnResult:
+        self.messages.append({"role": "user", "content": text})
+        started = time.perf_counter()
+        ttft, pieces, usage = None, [], None
+        for chunk in self.client.chat.completions.create(
+            model="m", messages=self.messages, temperature=0, max_tokens=max_tokens,
+            stream=True, stream_options={"include_usage": True},
+        ):
+            delta = chunk.choices[0].delta.content if chunk.choices else None
+            if delta and ttft is None:
+                ttft = time.perf_counter() - started
+            pieces.append(delta or "")
+            usage = chunk.usage or usage
+        answer = "".join(pieces)
+        self.messages.append({"role": "assistant", "content": answer})
+        return TurnResult(ttft, answer, usage.prompt_tokens, usage.prompt_tokens_details.cached_tokens)
+
+
+class ResponsesConversation:
+    """/v1/responses with the full history as `input` items and `store: false`."""
+
+    def __init__(self, client: OpenAI) -> None:
+        self.client = client
+        self.items: list[dict] = []
+
+    def say(self, text: str, max_tokens: int) -> TurnResult:
+        self.items.append({"role": "user", "content": text})
+        started = time.perf_counter()
+        ttft, pieces, usage = None, [], None
+        for event in self.client.responses.create(
+            model="m", input=self.items, temperature=0, max_output_tokens=max_tokens, store=False, stream=True
+        ):
+            if event.type == "response.output_text.delta":
+                ttft = ttft if ttft is not None else time.perf_counter() - started
+                pieces.append(event.delta)
+            elif event.type in ("response.completed", "response.incomplete"):
+                usage = event.response.usage
+        answer = "".join(pieces)
+        self.items.append({"role": "assistant", "content": answer})
+        return TurnResult(ttft, answer, usage.input_tokens, usage.input_tokens_details.cached_tokens)
+
+
+CONVERSATIONS = {"chat": ChatConversation, "responses": ResponsesConversation}
+
+
+def notes(seed: int, tokens: int, count_tokens) -> str:
+    """Deterministic filler text of about `tokens` tokens, different for every seed from its first word."""
+    rng = random.Random(seed)
+    sentences = [f"Notes {seed}."]
+    while count_tokens(" ".join(sentences)) < tokens:
+        sentences.append(" ".join(rng.choice(WORDS) for _ in range(rng.randrange(6, 14))).capitalize() + ".")
+    return " ".join(sentences)
+
+
+def start_server(model: str, threads: int, kv_states: int) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "maya_server", "--model", model, "--family", "chatml",
+         "--threads", str(threads), "--port", str(port), "--kv-states", str(kv_states)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health").status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("the maya server did not start")
+
+
+def interleaved_round(url: str, api: str, documents: tuple[str, str]) -> list[TurnResult]:
+    """A1, B1 (warm both), then A2 after B ran and B2 after A ran; returns [A2, B2]."""
+    client = OpenAI(base_url=url + "/v1", api_key="bench", timeout=600)
+    a, b = CONVERSATIONS[api](client), CONVERSATIONS[api](client)
+    a.say(documents[0] + "\n\n" + QUESTION, max_tokens=48)
+    b.say(documents[1] + "\n\n" + QUESTION, max_tokens=48)
+    return [a.say(FOLLOW_UP, max_tokens=16), b.say(FOLLOW_UP, max_tokens=16)]  # 16: the Responses API minimum
+
+
+def measure(model: str, opts, kv_states: int, rounds: list[tuple[str, str]]) -> tuple[list[TurnResult], dict]:
+    """The continuations' results, and the server's saved-state counters from /v1/status."""
+    process, url = start_server(model, opts.threads, kv_states)
+    try:
+        results: list[TurnResult] = []
+        for documents in rounds:
+            results.extend(interleaved_round(url, opts.api, documents))
+        return results, httpx.get(url + "/v1/status").json()["engine"]["kv_states"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def main() -> None:
+    args = argparse.ArgumentParser()
+    args.add_argument("--rounds", type=int, default=3)
+    args.add_argument("--history-tokens", type=int, default=1500, help="tokens of each conversation's opening notes")
+    args.add_argument("--threads", type=int, default=2)
+    args.add_argument("--api", choices=tuple(CONVERSATIONS), default="chat")
+    args.add_argument("--kv-states", type=int, default=8, help="saved states on the measured server")
+    opts = args.parse_args()
+    model = default_model_path()
+    from llama_cpp import Llama
+
+    vocabulary = Llama(model_path=model, vocab_only=True, verbose=False)
+    count = lambda text: len(vocabulary.tokenize(text.encode(), add_bos=False))  # noqa: E731
+    rounds = [(notes(2 * r, opts.history_tokens, count), notes(2 * r + 1, opts.history_tokens, count))
+              for r in range(opts.rounds)]
+    warm, states = measure(model, opts, opts.kv_states, rounds)
+    cold, _ = measure(model, opts, 0, rounds)
+    warm_ttft, cold_ttft = statistics.median(t.ttft for t in warm), statistics.median(t.ttft for t in cold)
+    print(f"api={opts.api} threads={opts.threads} rounds={opts.rounds} continuations={len(warm)} (medians)")
+    print(f"continuation prompt tokens:        {statistics.median(t.prompt_tokens for t in warm):7.0f}")
+    print(f"cached, --kv-states {opts.kv_states}:            {statistics.median(t.cached_tokens for t in warm):7.0f} tokens"
+          f"   TTFT {warm_ttft * 1000:8.1f} ms")
+    print(f"cached, --kv-states 0 (cold):      {statistics.median(t.cached_tokens for t in cold):7.0f} tokens"
+          f"   TTFT {cold_ttft * 1000:8.1f} ms")
+    print(f"saved states: {states['saves']} saves, {states['save_seconds'] / max(states['saves'], 1) * 1000:.1f} ms each; "
+          f"{states['hits']} restores, {states['restore_seconds'] / max(states['hits'], 1) * 1000:.1f} ms each; "
+          f"{states['entries']} held, {states['bytes'] / 2**20:.1f} MiB")
+    same = sum(w.text == c.text for w, c in zip(warm, cold))
+    print(f"continuation TTFT ratio: {warm_ttft / cold_ttft:.3f} (target <= 0.2)")
+    print(f"continuations whose text equals the cold one: {same}/{len(warm)} (a cold prompt is evaluated in "
+          f"batches whose kernels round differently from one-token decoding, so greedy text may drift late)")
+
+
+if __name__ == "__main__":
+    main()
