@@ -11,11 +11,12 @@ target ≤ 0.2. Every round uses fresh conversations, so nothing carries over
 between rounds. Servers run in their own processes, one at a time, read with
 the OpenAI SDK, streaming; the first text delta marks the first token.
 
-    .venv/bin/python bench/continuation_ttft.py [--rounds 3] [--history-tokens 1500] [--api chat|responses]
+    .venv/bin/python bench/continuation_ttft.py [--rounds 3] [--history-tokens 1500] [--api stored|chat|responses]
 
-Each conversation sends its full history every turn (`store: false` for the
-Responses API). A stored `previous_response_id` continuation would be one more
-`Conversation` class beside the two below.
+`stored` (the default) continues each conversation with `store: true` and
+`previous_response_id`, sending only the new message: the server rebuilds the
+history from its response store. `chat` and `responses` send the full history
+every turn (`store: false`).
 """
 
 from __future__ import annotations
@@ -103,7 +104,31 @@ class ResponsesConversation:
         return TurnResult(ttft, answer, usage.input_tokens, usage.input_tokens_details.cached_tokens)
 
 
-CONVERSATIONS = {"chat": ChatConversation, "responses": ResponsesConversation}
+class StoredConversation:
+    """/v1/responses with `store: true`, each turn continuing the last by `previous_response_id`."""
+
+    def __init__(self, client: OpenAI) -> None:
+        self.client = client
+        self.previous: str | None = None
+
+    def say(self, text: str, max_tokens: int) -> TurnResult:
+        started = time.perf_counter()
+        ttft, pieces, final = None, [], None
+        for event in self.client.responses.create(
+            model="m", input=text, temperature=0, max_output_tokens=max_tokens, store=True, stream=True,
+            **({"previous_response_id": self.previous} if self.previous else {}),
+        ):
+            if event.type == "response.output_text.delta":
+                ttft = ttft if ttft is not None else time.perf_counter() - started
+                pieces.append(event.delta)
+            elif event.type in ("response.completed", "response.incomplete"):
+                final = event.response
+        self.previous = final.id
+        usage = final.usage
+        return TurnResult(ttft, "".join(pieces), usage.input_tokens, usage.input_tokens_details.cached_tokens)
+
+
+CONVERSATIONS = {"stored": StoredConversation, "chat": ChatConversation, "responses": ResponsesConversation}
 
 
 def notes(seed: int, tokens: int, count_tokens) -> str:
@@ -163,7 +188,7 @@ def main() -> None:
     args.add_argument("--rounds", type=int, default=3)
     args.add_argument("--history-tokens", type=int, default=1500, help="tokens of each conversation's opening notes")
     args.add_argument("--threads", type=int, default=2)
-    args.add_argument("--api", choices=tuple(CONVERSATIONS), default="chat")
+    args.add_argument("--api", choices=tuple(CONVERSATIONS), default="stored")
     args.add_argument("--kv-states", type=int, default=8, help="saved states on the measured server")
     opts = args.parse_args()
     model = default_model_path()
