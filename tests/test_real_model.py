@@ -76,3 +76,30 @@ def test_real_streaming_through_responses_matches_non_streaming(smollm):
     streamed = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     assert streamed == whole.output_text
     assert events[-1].response.output_text == whole.output_text
+
+
+def test_real_stored_continuation_reuses_the_previous_turn(smollm):
+    client = smollm.client()
+    first = client.responses.create(
+        model="smollm2", input="Remember the value 73. Reply with one word.", temperature=0, max_output_tokens=16,
+        store=True,
+    )
+    second = client.responses.create(
+        model="smollm2", previous_response_id=first.id, input="What value did I give you?", temperature=0,
+        max_output_tokens=16, store=True,
+    )
+    assert second.usage.input_tokens > first.usage.input_tokens
+    # the continuation's prompt starts with the first turn's prompt, whose KV the engine kept
+    assert second.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens - 1
+    assert [i.type for i in client.responses.input_items.list(second.id, order="asc")] == ["message"] * 3
+
+
+def test_real_background_response(smollm):
+    client = smollm.client()
+    job = client.responses.create(
+        model="smollm2", input="What is the capital of France?", temperature=0, max_output_tokens=32,
+        background=True, store=True,
+    )
+    events = list(client.responses.retrieve(job.id, stream=True))
+    assert events[-1].type in ("response.completed", "response.incomplete")
+    assert "Paris" in client.responses.retrieve(job.id).output_text
