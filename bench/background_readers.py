@@ -18,14 +18,13 @@ import argparse
 import asyncio
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
 import orjson
+from maya_process import start_maya
 
 TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -99,19 +98,6 @@ async def load(url: str, tasks: int, readers: int, seed: int) -> tuple[list[list
     return [seen for seen, _ in results], sum(n for _, n in results), completed
 
 
-def wait_ready(url: str, process: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError("the server exited")
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError("the server did not start")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=64)
@@ -119,21 +105,17 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=500)
     parser.add_argument("--rate", type=float, default=1000.0, help="tokens per second per task")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.tasks, args.tokens, args.rate)
+        serve(args.port, args.tasks, args.tokens, args.rate)
         return
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, __file__, "--serve", str(port), "--tasks", str(args.tasks),
-               "--tokens", str(args.tokens), "--rate", str(args.rate)]
-    process = subprocess.Popen(command)
+    command = [sys.executable, __file__, "--tasks", str(args.tasks), "--tokens", str(args.tokens),
+               "--rate", str(args.rate), "--serve"]
+    process, url = start_maya(command=command)
     try:
-        wait_ready(url, process)
         cpu_before = cpu_seconds(process.pid)
         started = time.perf_counter()
         streams, connections, completed = asyncio.run(load(url, args.tasks, args.readers, args.seed))

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -35,6 +33,8 @@ import httpx
 from openai import OpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
 
@@ -140,27 +140,6 @@ def notes(seed: int, tokens: int, count_tokens) -> str:
     return " ".join(sentences)
 
 
-def start_server(model: str, threads: int, kv_states: int) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "maya_server", "--model", model, "--family", "chatml",
-         "--threads", str(threads), "--port", str(port), "--kv-states", str(kv_states)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health").status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("the maya server did not start")
-
-
 def interleaved_round(url: str, api: str, documents: tuple[str, str]) -> list[TurnResult]:
     """A1, B1 (warm both), then A2 after B ran and B2 after A ran; returns [A2, B2]."""
     client = OpenAI(base_url=url + "/v1", api_key="bench", timeout=600)
@@ -172,7 +151,8 @@ def interleaved_round(url: str, api: str, documents: tuple[str, str]) -> list[Tu
 
 def measure(model: str, opts, kv_states: int, rounds: list[tuple[str, str]]) -> tuple[list[TurnResult], dict]:
     """The continuations' results, and the server's saved-state counters from /v1/status."""
-    process, url = start_server(model, opts.threads, kv_states)
+    process, url = start_maya("--model", model, "--family", "chatml", "--threads", str(opts.threads),
+                              "--kv-states", str(kv_states))
     try:
         results: list[TurnResult] = []
         for documents in rounds:

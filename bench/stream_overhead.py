@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 from openai import OpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.conversation import Conversation, Message, TextPart  # noqa: E402
@@ -47,27 +46,6 @@ def raw_engine_rate(engine: LlamaCppEngine, prompt_ids: list[int], tokens: int) 
         return count / (time.perf_counter() - started)
 
     return asyncio.run(run())
-
-
-def start_server(model: str, threads: int) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "maya_server", "--model", model, "--family", "chatml", "--ctx", "2048",
-         "--threads", str(threads), "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health").status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("the maya server did not start")
 
 
 def server_stream_rate(url: str, tokens: int) -> float:
@@ -107,7 +85,7 @@ def main() -> None:
     engine = LlamaCppEngine(model, context_size=2048, threads=opts.threads)
     conversation = Conversation(turns=(Message("user", (TextPart(PROMPT),)),))
     prompt_ids = get_dialect("chatml").render(conversation).token_ids(engine.tokenizer)
-    process, url = start_server(model, opts.threads)
+    process, url = start_maya("--model", model, "--family", "chatml", "--ctx", "2048", "--threads", str(opts.threads))
     raw, chat, responses = [], [], []
     try:
         server_stream_rate(url, 8)  # warm up every path once

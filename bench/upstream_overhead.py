@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,38 +28,27 @@ from openai import OpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from maya_process import start_maya  # noqa: E402
+
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.dialects import get_dialect  # noqa: E402
+from maya_server.engine.base import SamplingParams  # noqa: E402
+from maya_server.engine.upstream_wire import completion_request  # noqa: E402
 from maya_server.hf_tokenizer import HfTokenizer  # noqa: E402
 from tests.gguf_tokenizer import write_model_dir  # noqa: E402
-from tests.llama_server import LlamaServer, free_port  # noqa: E402
+from tests.llama_server import LlamaServer  # noqa: E402
 
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 
 
-def start_maya(upstream_url: str, tokenizer_dir: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "maya_server", "--engine", "upstream", "--upstream-url", upstream_url,
-         "--tokenizer", tokenizer_dir, "--family", "chatml", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health").status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("the maya server did not start")
-
-
-def direct_rate(upstream_url: str, prompt_ids: list[int], tokens: int) -> tuple[float, int]:
+def direct_rate(upstream_url: str, prompt_ids: list[int], tokens: int, *, as_maya: bool = False) -> tuple[float, int]:
+    """llama-server's own stream; `as_maya` sends the very body Maya's engine sends (which also asks
+    for each token's id, `n_probs: 1`, costing llama-server a little per token)."""
     body = {"prompt": prompt_ids, "max_tokens": tokens, "temperature": 0, "top_k": 0, "min_p": 0,
             "stream": True, "stream_options": {"include_usage": True}}
+    if as_maya:
+        body = completion_request("llama-server", None, prompt_ids, SamplingParams(max_tokens=tokens, temperature=0), ())
     started = time.perf_counter()
     count = 0
     with httpx.stream("POST", upstream_url + "/v1/completions", json=body, timeout=120) as response:
@@ -109,13 +97,15 @@ def main() -> None:
         llama = LlamaServer(model, ctx=2048, parallel=1, threads=opts.threads)
         process = None
         try:
-            process, url = start_maya(llama.url, tokenizer_dir)
+            process, url = start_maya("--engine", "upstream", "--upstream-url", llama.url, "--tokenizer", tokenizer_dir,
+                                      "--family", "chatml")
             direct_rate(llama.url, prompt_ids, 8)  # warm up every path once
             chat_rate(url, 8)
             responses_rate(url, 16)
-            results: dict[str, list[tuple[float, int]]] = {"direct": [], "chat": [], "responses": []}
+            results: dict[str, list[tuple[float, int]]] = {"direct": [], "direct_ids": [], "chat": [], "responses": []}
             for _ in range(opts.rounds):
                 results["direct"].append(direct_rate(llama.url, prompt_ids, opts.tokens))
+                results["direct_ids"].append(direct_rate(llama.url, prompt_ids, opts.tokens, as_maya=True))
                 results["chat"].append(chat_rate(url, opts.tokens))
                 results["responses"].append(responses_rate(url, opts.tokens))
         finally:
@@ -130,9 +120,12 @@ def report(results: dict[str, list[tuple[float, int]]], opts: argparse.Namespace
     direct = statistics.median(rate for rate, _ in results["direct"])
     print(f"threads={opts.threads} tokens={opts.tokens} rounds={opts.rounds} (medians)")
     print(f"{'llama-server /v1/completions:':40s}{direct:7.1f} tok/s  ({results['direct'][0][1]} tokens)")
+    with_ids = statistics.median(rate for rate, _ in results["direct_ids"])
+    print(f"{'llama-server, Maya request (n_probs 1):':40s}{with_ids:7.1f} tok/s  ratio to plain {with_ids / direct:.3f}")
     for name, label in (("chat", "maya upstream /v1/chat/completions:"), ("responses", "maya upstream /v1/responses:")):
         rate = statistics.median(r for r, _ in results[name])
-        print(f"{label:40s}{rate:7.1f} tok/s  ({results[name][0][1]} tokens)  ratio {rate / direct:.3f} (target >= 0.95)")
+        print(f"{label:40s}{rate:7.1f} tok/s  ({results[name][0][1]} tokens)  ratio {rate / direct:.3f} (target >= 0.95), "
+              f"{rate / with_ids:.3f} to the same request sent directly")
 
 
 if __name__ == "__main__":
