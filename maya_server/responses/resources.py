@@ -36,7 +36,10 @@ def resources_router(store: ResponseStore, jobs: JobManager) -> APIRouter:
         _refuse_include(query)
         owner = request.state.owner
         job = jobs.find(owner, response_id)
-        if query.get("stream", "false") != "false":
+        stream = query.get("stream", "false")
+        if stream not in ("true", "false"):
+            raise InvalidRequestError(f"Invalid value for 'stream': {stream!r}. Use true or false.", param="stream")
+        if stream == "true":
             if job is None:
                 store.get(owner, response_id)  # 404 when unknown
                 raise not_streamable(response_id)

@@ -261,6 +261,7 @@ def test_a_foreground_response_has_no_events_to_stream(long_history):
 @pytest.mark.parametrize("method, path, param", [
     ("GET", "/v1/responses/{id}?include[]=reasoning.encrypted_content", "include"),
     ("GET", "/v1/responses/{id}?starting_after=3", "starting_after"),
+    ("GET", "/v1/responses/{id}?stream=yes", "stream"),
     ("DELETE", "/v1/responses/{id}?force=true", "force"),
     ("POST", "/v1/responses/{id}/cancel", None),
 ])
