@@ -47,7 +47,7 @@ def turn(store: ResponseStore, previous: str | None, n: int, user_chars: int, an
     assembler.on_event(TextDelta(f"Answer {n}: " + "a" * answer_chars))
     assembler.on_event(Finished("stop", Usage(100 * n, 90 * n, 300, 0)))
     base = store.begin(OWNER, previous) if previous else None
-    items = stored_input_items(request.input, base.item_ids() if base else ())
+    items = stored_input_items(request.input, [item["id"] for item in base.items()] if base else ())
     store.put(OWNER, assembler.snapshot(), items, base)
     if base:
         base.release()
