@@ -50,6 +50,47 @@ ENTRY_KEYS = ("id", "created_at", "status", "completed_at", "error", "incomplete
 """Fields of a response object kept in an entry's own JSON (an array of their values, in this
 order); the rest but `output` is the envelope, shared by the owner's responses that agree on it."""
 
+USAGE_LAYOUT = (("input_tokens",), ("input_tokens_details", "cached_tokens"),
+                ("input_tokens_details", "cache_write_tokens"), ("output_tokens",),
+                ("output_tokens_details", "reasoning_tokens"), ("total_tokens",))
+"""A response's usage, always of this shape, is kept as the array of these values."""
+
+
+def pack_own(response: dict) -> bytes:
+    """An entry's own JSON: ENTRY_KEYS' values as an array, usage as the array of its numbers."""
+    values = [response.get(k) for k in ENTRY_KEYS]
+    usage = response.get("usage")
+    if usage is not None and _usage_of(_usage_values(usage)) == usage:
+        values[ENTRY_KEYS.index("usage")] = _usage_values(usage)
+    return orjson.dumps(values)
+
+
+def unpack_own(data: bytes) -> dict:
+    fields = dict(zip(ENTRY_KEYS, orjson.loads(data)))
+    if isinstance(fields["usage"], list):
+        fields["usage"] = _usage_of(fields["usage"])
+    return fields
+
+
+def _usage_values(usage: dict) -> list:
+    values = []
+    for path in USAGE_LAYOUT:
+        value = usage
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        values.append(value)
+    return values
+
+
+def _usage_of(values: list) -> dict:
+    usage: dict = {}
+    for (first, *rest), value in zip(USAGE_LAYOUT, values):
+        if rest:
+            usage.setdefault(first, {})[rest[0]] = value
+        else:
+            usage[first] = value
+    return usage
+
 
 @dataclass(eq=False)
 class Block:
@@ -169,7 +210,7 @@ class ResponseStore:
             own, envelope = entry.own, entry.envelope.data
             outputs = entry.lineage.blocks[entry.input_end : entry.output_end]
         try:
-            return {**dict(zip(ENTRY_KEYS, orjson.loads(own))), **orjson.loads(envelope),
+            return {**unpack_own(own), **orjson.loads(envelope),
                     "output": [orjson.loads(b.data) for b in outputs]}
         finally:
             self._unreserve(entry.expanded_bytes)
@@ -204,7 +245,7 @@ class ResponseStore:
         to `base`'s history; `response["output"]` its output items. Raises StorageCapacityError."""
         started = time.perf_counter()
         blocks = [Block(orjson.dumps(item), item["id"]) for item in (*new_items, *response["output"])]
-        own = orjson.dumps([response.get(k) for k in ENTRY_KEYS])
+        own = pack_own(response)
         envelope = orjson.dumps({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
         history = base.history_bytes if base else 0
         expanded = history + sum(b.size for b in blocks) + len(own) + len(envelope)

@@ -71,6 +71,18 @@ def test_a_stored_response_comes_back_as_it_was():
     assert [orjson.loads(b.data)["id"] for b in store.input_blocks(A, "r1")] == ["u1"]
 
 
+def test_full_usage_is_kept_compactly_and_comes_back_whole():
+    store, _ = make_store()
+    usage = {"input_tokens": 9, "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
+             "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2}, "total_tokens": 14}
+    original = {**response("r1", answer("m1")), "usage": usage}
+    store.put(A, original, [])
+    assert store.get(A, "r1") == original
+    odd = {**response("r2", answer("m2")), "usage": {**usage, "extra": 1}}  # any other shape is kept as it is
+    store.put(A, odd, [])
+    assert store.get(A, "r2") == odd
+
+
 def test_a_continuation_sees_the_whole_history_flat():
     store, _ = make_store()
     put_chain(store, A, 4)
