@@ -59,7 +59,6 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.slots_total.set(engine.slots)
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
-    metrics.watch_kv_states(engine.kv_state_stats)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
 
     @asynccontextmanager

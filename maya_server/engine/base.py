@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Literal, Sequence
 
 from ..tokenizer import Tokenizer
-from .kv_states import KvStateStats
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
@@ -100,13 +99,9 @@ class Engine(ABC):
         return {"name": self.name, "context_size": self.context_size, "slots": self.slots}
 
     def metric_collectors(self) -> list:
-        """Prometheus collectors of the engine's own state (e.g. an upstream's health), added to each app's registry."""
+        """Prometheus collectors of the engine's own state (an upstream's health, the embedded engine's saved
+        KV states), read at scrape time; each app registers them in its own registry."""
         return []
-
-    def kv_state_stats(self) -> KvStateStats | None:
-        """Counters of the saved per-conversation KV states, read by the metrics at scrape time;
-        None for engines that keep none (the prefix cache then lives elsewhere, if anywhere)."""
-        return None
 
     async def close(self) -> None:
         """Release the engine's resources."""

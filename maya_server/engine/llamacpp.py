@@ -18,12 +18,13 @@ import codecs
 import logging
 import random
 import time
-from dataclasses import asdict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from typing import AsyncIterator, Iterator, Sequence
 
 from ..errors import EngineError
 from .base import Engine, GeneratedToken, Generation
+from .kv_state_collector import KvStateCollector
 from .kv_states import KvStateCache, KvStateStats, Plan
 
 log = logging.getLogger("maya.engine")
@@ -83,6 +84,9 @@ class LlamaCppEngine(Engine):
 
     def kv_state_stats(self) -> KvStateStats:
         return self._states.snapshot()
+
+    def metric_collectors(self) -> list:
+        return [KvStateCollector(self.kv_state_stats)]
 
     async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
         loop = asyncio.get_running_loop()
