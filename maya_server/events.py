@@ -21,6 +21,12 @@ class ReasoningDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningFinished:
+    """The model closed its reasoning (e.g. `</think>`): the reasoning is complete, even if the
+    output limit ends the turn before anything follows it."""
+
+
+@dataclass(frozen=True)
 class ToolCallStarted:
     index: int
     call_id: str
@@ -55,4 +61,4 @@ class ToolCallInvalid:
     detail: str
 
 
-ParserEvent = Union[TextDelta, ReasoningDelta, ToolCallStarted, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid]
+ParserEvent = Union[TextDelta, ReasoningDelta, ReasoningFinished, ToolCallStarted, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid]

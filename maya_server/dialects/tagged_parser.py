@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Protocol
 
-from ..events import ParserEvent, ReasoningDelta, TextDelta
+from ..events import ParserEvent, ReasoningDelta, ReasoningFinished, TextDelta
 from .base import EndReason
 from .call_events import CallEmitter, InvalidReason
 from .tag_scanner import TagScanner
@@ -132,6 +132,7 @@ class TaggedParser:
     def _route_tag(self, tag: str) -> None:
         if self._mode is _Mode.REASONING:
             self._reasoning.end()
+            self._events.append(ReasoningFinished())
             self._mode = _Mode.TEXT
         elif self._mode is _Mode.CALL:
             self._reader.on_tag(tag)

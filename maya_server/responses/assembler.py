@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import MayaError
-from ..events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
+from ..events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from ..generation import Failed, Finished, PipelineEvent, Usage
 from .envelope import response_envelope
 from .request import ResponsesRequest
@@ -123,6 +123,9 @@ class ResponseAssembler:
             return self._text_delta("reasoning", event.text)
         if isinstance(event, TextDelta):
             return self._text_delta("message", event.text)
+        if isinstance(event, ReasoningFinished):
+            closing = self._open is not None and self._open.kind == "reasoning"
+            return self._close_open("completed") if closing else []
         if isinstance(event, ToolCallStarted):
             return self._call_started(event)
         if isinstance(event, ToolCallArgumentsDelta):

@@ -6,7 +6,7 @@ import pytest
 
 from maya_server.conversation import Conversation
 from maya_server.dialects.chatml import ChatmlDialect
-from maya_server.events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
+from maya_server.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
 
 from .conversations import TOOLS, user
 from .streaming import calls, invalid, parse, parse_every_way, reasoning, text
@@ -21,7 +21,7 @@ def test_plain_text():
 
 def test_model_opened_reasoning_then_text():
     events = parse_every_way(CHATML, CONVERSATION, "<think>\nLet me see.\n</think>\n\nThe answer.")
-    assert events == [ReasoningDelta("Let me see."), TextDelta("The answer.")]
+    assert events == [ReasoningDelta("Let me see."), ReasoningFinished(), TextDelta("The answer.")]
 
 
 def test_think_tag_later_in_text_is_text():

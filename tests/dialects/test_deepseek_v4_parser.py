@@ -8,7 +8,7 @@ import pytest
 
 from maya_server.conversation import Conversation
 from maya_server.dialects.deepseek_v4 import DeepSeekV4Dialect
-from maya_server.events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta
+from maya_server.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta
 
 from .conversations import TOOLS, user
 from .official import dsv4_encoding
@@ -38,7 +38,7 @@ NOW = invoke("now")
 
 def test_reasoning_then_text():
     events = parse_every_way(DS, THINKING, "Plan it.</think>The answer.")
-    assert events == [ReasoningDelta("Plan it."), TextDelta("The answer.")]
+    assert events == [ReasoningDelta("Plan it."), ReasoningFinished(), TextDelta("The answer.")]
 
 
 def test_chat_mode_starts_as_text():

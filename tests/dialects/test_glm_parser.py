@@ -6,7 +6,7 @@ import pytest
 
 from maya_server.conversation import Conversation
 from maya_server.dialects.glm import GlmDialect
-from maya_server.events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted
+from maya_server.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted
 
 from .conversations import TOOLS, user
 from .streaming import calls, invalid, parse, parse_every_way, reasoning, text
@@ -23,7 +23,7 @@ WEATHER_CALL = (
 
 def test_reasoning_then_text():
     events = parse_every_way(GLM, THINKING, "Let me think.\n</think>\nHello there.")
-    assert events == [ReasoningDelta("Let me think."), TextDelta("Hello there.")]
+    assert events == [ReasoningDelta("Let me think."), ReasoningFinished(), TextDelta("Hello there.")]
 
 
 def test_thinking_off_starts_as_text():
@@ -37,7 +37,8 @@ def test_reasoning_text_then_calls():
     assert reasoning(events) == "Need the weather."
     assert text(events) == "Checking now."
     assert calls(events) == [("get_weather", {"city": "Paris", "days": 3}), ("now", {})]
-    assert events[2] == ToolCallStarted(0, "call_0", "get_weather")
+    assert events[1] == ReasoningFinished()
+    assert events[3] == ToolCallStarted(0, "call_0", "get_weather")
     assert events[-2:] == [ToolCallArgumentsDelta(1, "{}"), ToolCallFinished(1, "{}")]
 
 

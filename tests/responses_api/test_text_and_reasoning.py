@@ -237,8 +237,6 @@ def test_output_limit_inside_reasoning(start_server):
     assert stream.final.usage.output_tokens_details.reasoning_tokens == 16
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minor): a reasoning item ended by </think> is marked incomplete "
-                   "when the output limit hits before anything follows it")
 def test_reasoning_closed_by_its_end_tag_is_completed_at_the_limit(start_server):
     fifteen = " ".join(f"idea{i}" for i in range(15))
     server = start_server([fifteen + "</think>Answer comes too late."], family="glm")
