@@ -58,5 +58,11 @@ def wait_for(condition, timeout: float = 10.0) -> bool:
     return False
 
 
+def prometheus_values(text: str, prefix: str) -> dict[str, float]:
+    """The samples of a /metrics/prometheus page whose names start with `prefix`, by name (with labels)."""
+    samples = (line.rsplit(" ", 1) for line in text.splitlines() if line.startswith(prefix))
+    return {name: float(value) for name, value in samples}
+
+
 def scripted_config(**overrides) -> ServerConfig:
     return replace(ServerConfig(engine="scripted", family="chatml", ctx=4096), **overrides)

@@ -259,10 +259,7 @@ class JobManager:
         self._transition(job, "in_progress")
         self._publish(job, job.assembler.started())
         job.task = asyncio.ensure_future(self._generate(job))
-        try:
-            await asyncio.wait({job.task})
-        finally:
-            job.turn.release()
+        await asyncio.wait({job.task})  # every outcome below ends in _finish, which releases the turn
         error = None if job.task.cancelled() else job.task.exception()
         if isinstance(error, EventTooLarge):
             self._fail_after_events(job, EventLimitError(f"The response failed: {error}."))

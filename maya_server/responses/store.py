@@ -137,7 +137,6 @@ class Continuation:
     one request until `release()`; the bytes it expands are held in the assembly budget."""
 
     store: "ResponseStore"
-    response_id: str
     lineage: Lineage
     end: int
     reserved: int
@@ -190,14 +189,15 @@ class ResponseStore:
         self._assembling = 0
 
     # -- reads ------------------------------------------------------------------------
-    def begin(self, owner: str, response_id: str, *, param: str | None = "previous_response_id") -> Continuation:
-        """Pin `response_id`'s history for a continuation; 404 when this owner cannot see it."""
+    def begin(self, owner: str, response_id: str) -> Continuation:
+        """Pin `response_id`'s history for a continuation; 404 (at `previous_response_id`) when this
+        owner cannot see it."""
         started = time.perf_counter()
         with self._lock:
-            entry = self._find(owner, response_id, param)
+            entry = self._find(owner, response_id, "previous_response_id")
             self._reserve(entry.expanded_bytes)
             entry.lineage.users[entry.output_end] += 1
-            continuation = Continuation(self, entry.id, entry.lineage, entry.output_end, entry.expanded_bytes)
+            continuation = Continuation(self, entry.lineage, entry.output_end, entry.expanded_bytes)
             self.counters.assemblies += 1
             self.counters.assembly_seconds += time.perf_counter() - started
         return continuation
@@ -206,14 +206,10 @@ class ResponseStore:
         """The stored response object, as it was when it finished."""
         with self._lock:
             entry = self._find(owner, response_id)
-            self._reserve(entry.expanded_bytes)
             own, envelope = entry.own, entry.envelope.data
             outputs = entry.lineage.blocks[entry.input_end : entry.output_end]
-        try:
-            return {**unpack_own(own), **orjson.loads(envelope),
-                    "output": [orjson.loads(b.data) for b in outputs]}
-        finally:
-            self._unreserve(entry.expanded_bytes)
+        with self.assembling(entry.expanded_bytes):
+            return {**unpack_own(own), **orjson.loads(envelope), "output": [orjson.loads(b.data) for b in outputs]}
 
     def input_blocks(self, owner: str, response_id: str) -> list[Block]:
         """The blocks of a response's input history, oldest first (immutable; decode outside the lock)."""
@@ -229,7 +225,8 @@ class ResponseStore:
         try:
             yield
         finally:
-            self._unreserve(nbytes)
+            with self._lock:
+                self._assembling -= nbytes
 
     # -- writes -----------------------------------------------------------------------
     def check_fits(self, expanded_bytes: int) -> None:
@@ -318,10 +315,6 @@ class ResponseStore:
                 code="assembly_capacity_exceeded",
             )
         self._assembling += nbytes
-
-    def _unreserve(self, nbytes: int) -> None:
-        with self._lock:
-            self._assembling -= nbytes
 
     def _release(self, continuation: Continuation) -> None:
         with self._lock:

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from ..server import wait_for
+from ..server import prometheus_values, wait_for
 from .sse import EVENT_CLASSES, iter_frames, post_error, validate_response
 
 SLOW = "tick " * 400  # 400 tokens at the delay below: ~4 s, far longer than any check needs
@@ -380,16 +380,15 @@ def test_job_metrics_and_status(start_server):
             jobs = http.get("/v1/status").json()["responses"]["jobs"]
             metrics = http.get("/metrics/prometheus").text
     assert (jobs["queued"], jobs["running"], jobs["records"], jobs["readers"]) == (1, 1, 2, 1)
-    values = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line.startswith("maya:responses_jobs_"))
-    assert float(values["maya:responses_jobs_queued"]) == 1
-    assert float(values["maya:responses_jobs_running"]) == 1
-    assert float(values["maya:responses_jobs_readers"]) == 1
-    assert float(values["maya:responses_jobs_event_bytes"]) > 0
+    values = prometheus_values(metrics, "maya:responses_jobs_")
+    assert values["maya:responses_jobs_queued"] == 1
+    assert values["maya:responses_jobs_running"] == 1
+    assert values["maya:responses_jobs_readers"] == 1
+    assert values["maya:responses_jobs_event_bytes"] > 0
     client.responses.cancel(queued.id)
     client.responses.cancel(running.id)
     with server.http() as http:
-        values = dict(line.rsplit(" ", 1) for line in http.get("/metrics/prometheus").text.splitlines()
-                      if line.startswith("maya:responses_jobs_"))
-    assert float(values["maya:responses_jobs_cancellations_total"]) == 2
-    assert float(values['maya:responses_jobs_finished_total{state="cancelled"}']) == 2
+        values = prometheus_values(http.get("/metrics/prometheus").text, "maya:responses_jobs_")
+    assert values["maya:responses_jobs_cancellations_total"] == 2
+    assert values['maya:responses_jobs_finished_total{state="cancelled"}'] == 2
     assert "Long request" not in metrics and running.id not in metrics

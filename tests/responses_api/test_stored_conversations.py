@@ -10,7 +10,7 @@ import pytest
 from openai.types.responses import ResponseItem
 from pydantic import TypeAdapter
 
-from ..server import wait_for
+from ..server import prometheus_values, wait_for
 from .sse import iter_frames, post_error, read_stream, validate_response
 from .test_function_tools import PARIS, TOOLS, one_call
 from .test_input_conversion import chatml
@@ -386,13 +386,13 @@ def test_status_and_metrics_after_a_scripted_sequence(start_server):
         metrics = http.get("/metrics/prometheus").text
     assert (cache["entries"], cache["writes"], cache["hits"], cache["misses"]) == (2, 2, 2, 1)
     assert cache["limits"]["entries"] == 128 and cache["bytes"] > 0
-    lines = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line.startswith("maya:responses_cache_"))
-    assert float(lines["maya:responses_cache_entries"]) == 2
-    assert float(lines["maya:responses_cache_writes_total"]) == 2
-    assert float(lines["maya:responses_cache_hits_total"]) == 2
-    assert float(lines["maya:responses_cache_misses_total"]) == 1
-    assert float(lines["maya:responses_cache_bytes"]) == cache["bytes"]
-    assert float(lines["maya:responses_cache_write_seconds_count"]) == 2
-    assert float(lines["maya:responses_cache_assembly_bytes_in_flight"]) == 0
+    lines = prometheus_values(metrics, "maya:responses_cache_")
+    assert lines["maya:responses_cache_entries"] == 2
+    assert lines["maya:responses_cache_writes_total"] == 2
+    assert lines["maya:responses_cache_hits_total"] == 2
+    assert lines["maya:responses_cache_misses_total"] == 1
+    assert lines["maya:responses_cache_bytes"] == cache["bytes"]
+    assert lines["maya:responses_cache_write_seconds_count"] == 2
+    assert lines["maya:responses_cache_assembly_bytes_in_flight"] == 0
     for secret in ("sk-secret-key", "Remember the value 73", second.id):
         assert secret not in metrics
