@@ -17,7 +17,7 @@ from maya_server.engine.upstream import UpstreamEngine
 from maya_server.conversation import Conversation, Message, TextPart
 from maya_server.hf_tokenizer import HfTokenizer
 
-from .gguf_tokenizer import write_model_dir
+from .gguf_model_dir import write_model_dir
 from .llama_server import LlamaServer
 from .server import RunningServer, wait_for
 

@@ -84,6 +84,8 @@ class Engine(ABC):
     context_size: int
     slots: int = 1
     tokenizer: Tokenizer
+    template_family: str | None = None
+    """The model family the engine's own chat template names (see `family.py`), when it has one."""
 
     @abstractmethod
     def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
@@ -105,3 +107,7 @@ class Engine(ABC):
 
     async def close(self) -> None:
         """Release the engine's resources."""
+
+    def shutdown(self) -> None:
+        """Stop what the engine runs outside the event loop (the embedded engine's child process);
+        called once the server is done, also after a failed start."""
