@@ -36,9 +36,8 @@ serve: install llama-server
 test: install-test llama-server
 	$(BIN)/python -m pytest -q
 
-bench: install-test
-	$(BIN)/python bench/stream_overhead.py
-	$(BIN)/python bench/continuation_ttft.py
+bench: install-test llama-server
+	$(BIN)/python bench/engine_ratios.py
 
 bench-upstream: install-test llama-server
 	$(BIN)/python bench/upstream_overhead.py
