@@ -135,3 +135,11 @@ def test_cli_rejects_a_config_file_that_is_not_json(tmp_path):
     result = _run_cli("--config", str(path))
     assert result.returncode == 2
     assert "config" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_refuses_a_model_file_that_is_not_gguf(tmp_path):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"not a model")
+    result = _run_cli("--model", str(model))
+    assert result.returncode == 2
+    assert "model" in result.stderr and "is not a GGUF file" in result.stderr and "Traceback" not in result.stderr
