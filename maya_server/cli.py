@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import logging
 import os
+import signal
 import sys
 from typing import Sequence
 
@@ -90,10 +91,17 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
     except ConfigError as exc:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
         return 2
+    # uvicorn handles SIGTERM while serving, then restores this handler and raises the signal again:
+    # this way the signal ends in SystemExit, so the `finally` stops the engine's child cleanly.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         return _serve(prog, config, engine)
     finally:
         engine.shutdown()  # the embedded engine's child process goes with us
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(0)
 
 
 def _serve(prog: str, config: ServerConfig, engine) -> int:

@@ -180,6 +180,7 @@ def test_maya_with_no_flags_answers_in_content_and_sigterm_stops_both(tmp_path):
         process.kill()
     log = (tmp_path / "maya.log").read_text()
     assert "llama-server ready" in log
+    assert "cleaning up before exit" in log  # llama-server's own goodbye: stopped by SIGTERM, not killed
     assert "chatml family (from the model's chat template); context 8192 tokens per sequence " \
            "(the model's training context)" in log
 
