@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
+from typing import Iterator
 
 import httpx
 
@@ -22,15 +24,19 @@ def embedded_config(**overrides) -> ServerConfig:
     return replace(ServerConfig(**values), **overrides)
 
 
-def start_embedded(**overrides) -> RunningServer:
-    """A Maya on the embedded engine, family resolved as the CLI does; stop it, then `engine.shutdown()`."""
+@contextmanager
+def embedded_server(**overrides) -> Iterator[RunningServer]:
+    """A Maya on the embedded engine, family resolved as the CLI does; server and child stopped after."""
     config = embedded_config(**overrides)
     engine = LlamaCppEngine.start(config)
     try:
-        return RunningServer(resolve_family(config, engine.template_family), engine)
-    except BaseException:
+        server = RunningServer(resolve_family(config, engine.template_family), engine)
+        try:
+            yield server
+        finally:
+            server.stop()
+    finally:
         engine.shutdown()
-        raise
 
 
 def child_http(engine: LlamaCppEngine) -> httpx.Client:

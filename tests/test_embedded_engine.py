@@ -24,7 +24,8 @@ from maya_server.conversation import Conversation, Message, TextPart
 from maya_server.dialects import get_dialect
 from maya_server.engine.llamacpp import check_tokenizer
 
-from .embedded import child_http, process_gone, start_embedded
+from .embedded import child_http, embedded_server, process_gone
+from .llama_server import free_port
 from .server import wait_for
 
 pytestmark = pytest.mark.slow
@@ -35,10 +36,8 @@ STORY = "Write a very long story about a dragon who learns to bake bread."
 
 @pytest.fixture(scope="module")
 def maya():
-    server = start_embedded(ctx=2048, slots=4)
-    yield server
-    server.stop()
-    server.engine.shutdown()
+    with embedded_server(ctx=2048, slots=4) as server:
+        yield server
 
 
 def test_status_shows_the_child_and_the_models_own_family(maya):
@@ -99,10 +98,8 @@ def test_a_tokenizer_that_disagrees_with_llama_server_stops_start_up(maya):
 
 @pytest.fixture
 def killable():
-    server = start_embedded(ctx=2048, slots=1)
-    yield server
-    server.stop()
-    server.engine.shutdown()
+    with embedded_server(ctx=2048, slots=1) as server:
+        yield server
 
 
 def test_a_child_killed_mid_stream_fails_the_response_stores_nothing_and_restarts(killable):
@@ -137,16 +134,8 @@ def test_a_child_killed_mid_chat_stream_ends_it_with_an_error(killable):
 
 # The `maya` command itself, as a user runs it.
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _start_cli(*args: str, tmp_path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "maya.log", "wb")
     process = subprocess.Popen([sys.executable, "-m", "maya_server", "--port", str(port), *args],
                                stdout=log, stderr=subprocess.STDOUT)
@@ -199,7 +188,7 @@ def test_sigkill_of_maya_takes_the_child_down(tmp_path):
 
 def test_a_family_that_contradicts_the_template_stops_start_up(tmp_path):
     result = subprocess.run([sys.executable, "-m", "maya_server", "--family", "glm", "--ctx", "512", "--slots", "1",
-                             "--port", str(_free_port())], capture_output=True, text=True, timeout=120)
+                             "--port", str(free_port())], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
     assert "--family glm contradicts the model's chat template, which is chatml" in result.stderr
     assert "Traceback" not in result.stderr

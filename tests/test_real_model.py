@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from .embedded import start_embedded
+from .embedded import embedded_server
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def smollm():
-    server = start_embedded(ctx=2048, slots=2)
-    yield server
-    server.stop()
-    server.engine.shutdown()
+    with embedded_server(ctx=2048, slots=2) as server:
+        yield server
 
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]

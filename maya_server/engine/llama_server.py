@@ -203,7 +203,7 @@ class LlamaServerProcess:
                 time.sleep(0.05)
         if not self._stopping.is_set():
             self._failure = f"llama-server was not ready within {START_TIMEOUT_S:.0f}s:\n" + self._tail_text()
-            self._terminate()
+        self._terminate()  # too slow, or stop() came while it loaded (perhaps before it was even spawned)
         return False
 
     def _forward_log(self, process: subprocess.Popen) -> None:
