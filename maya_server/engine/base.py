@@ -101,8 +101,8 @@ class Engine(ABC):
         return {"name": self.name, "context_size": self.context_size, "slots": self.slots}
 
     def metric_collectors(self) -> list:
-        """Prometheus collectors of the engine's own state (an upstream's health, the embedded engine's saved
-        KV states), read at scrape time; each app registers them in its own registry."""
+        """Prometheus collectors of the engine's own state (an upstream's health, the embedded engine's child
+        process), read at scrape time; each app registers them in its own registry."""
         return []
 
     async def close(self) -> None:
