@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import replace
+from pathlib import Path
 
 import httpx
 import openai
@@ -22,6 +24,7 @@ import pytest
 from maya_server.config import ConfigError
 from maya_server.conversation import Conversation, Message, TextPart
 from maya_server.dialects import get_dialect
+from maya_server.engine.llama_server import EngineStartError, LlamaServerOptions, LlamaServerProcess
 from maya_server.engine.llamacpp import check_tokenizer
 
 from .embedded import child_http, embedded_server, process_gone
@@ -192,3 +195,16 @@ def test_a_family_that_contradicts_the_template_stops_start_up(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "--family glm contradicts the model's chat template, which is chatml" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_binary_that_cannot_run_is_a_start_up_error(tmp_path):
+    broken = tmp_path / "llama-server"
+    broken.write_text("not a program")
+    broken.chmod(0o755)
+    options = LlamaServerOptions(binary=broken, model="m.gguf", slots=1, ctx=512)
+    with pytest.raises(EngineStartError) as caught:
+        LlamaServerProcess(options).start()
+    assert "could not be started" in str(caught.value)
+    with pytest.raises(EngineStartError) as exited:
+        LlamaServerProcess(replace(options, binary=Path("/bin/false"))).start()
+    assert "exited (exit code 1) while loading the model" in str(exited.value)

@@ -139,7 +139,10 @@ class LlamaServerProcess:
         first = True
         while not self._stopping.is_set():
             started = time.monotonic()
-            ready = self._run_once()
+            try:
+                ready = self._run_once()
+            except OSError as exc:  # the binary cannot be executed, or no process can be created now
+                self._failure, ready = f"llama-server could not be started: {exc}", False
             if first:
                 first = False
                 if not ready:
