@@ -15,7 +15,7 @@ baseline is a second llama-server process with the same settings. Both are read
 by the same light client (httpx, counting the final usage), so the client's own
 parsing weighs the same on both sides; rounds take turns, medians compared.
 
-    .venv/bin/python bench/engine_ratios.py [--tokens 128] [--rounds 3] [--threads 2]
+    .venv/bin/python bench/engine_ratios.py [--tokens 128] [--rounds 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -98,7 +98,9 @@ def main() -> None:
     args = argparse.ArgumentParser()
     args.add_argument("--tokens", type=int, default=128)
     args.add_argument("--rounds", type=int, default=3)
-    args.add_argument("--threads", type=int, default=2)
+    args.add_argument("--threads", type=int, default=1,
+                      help="llama-server decode threads (both sides); on 2 cores, 2 decode threads plus Maya plus the "
+                           "client oversubscribe the machine and the ratios then measure CPU contention as well")
     args.add_argument("--continuation-rounds", type=int, default=2)
     opts = args.parse_args()
     model = default_model_path()
