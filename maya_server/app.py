@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager, suppress
 from typing import Callable
 
 from fastapi import FastAPI
-from starlette.middleware.cors import CORSMiddleware
 
 from . import __version__
 from .chat.routes import chat_router
@@ -22,7 +21,10 @@ from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .generation import GenerationService
 from .http.auth import ApiKeyMiddleware
+from .http.body import BodyLimits
+from .http.cors import JsonErrorCORSMiddleware
 from .http.errors import install_error_handlers
+from .http.guard import RequestGuard
 from .http.status import status_router
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
@@ -73,22 +75,27 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.store = store
     app.state.jobs = jobs
     install_error_handlers(app)
-    app.include_router(chat_router(service, config.served_model_name))
-    app.include_router(responses_router(service, store, jobs, config.served_model_name))
+    limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
+    app.include_router(chat_router(service, config.served_model_name, limits))
+    app.include_router(responses_router(service, store, jobs, config.served_model_name, limits))
     app.include_router(resources_router(store, jobs))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
         sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}},
     ))
 
+    # Outermost last: metrics see every answer, the guard refuses forged requests before CORS and
+    # auth, CORS answers preflights before auth.
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)
-    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     if config.cors_origins:
         app.add_middleware(
-            CORSMiddleware,
+            JsonErrorCORSMiddleware,
             allow_origins=list(config.cors_origins),
             allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
             allow_headers=["*"],
             max_age=600,
         )
+    app.add_middleware(RequestGuard, listen_host=config.host, allowed_hosts=config.allowed_hosts,
+                       allowed_origins=config.cors_origins)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     return app

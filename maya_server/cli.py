@@ -31,6 +31,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--script", metavar="FILE", help="scripted engine: JSON list of completions")
     p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
     p.add_argument("--max-queue", dest="max_queue", help="requests allowed to wait for the engine (default 64)")
+    p.add_argument("--max-body-bytes", dest="max_body_bytes", help="largest request body (default 33554432, 32 MiB)")
+    p.add_argument("--max-json-depth", dest="max_json_depth", help="deepest JSON nesting in a request body (default 64)")
+    p.add_argument("--allowed-host", dest="allowed_hosts", action="append", metavar="NAME",
+                   help="Host header name accepted besides loopback names, or * for any (repeatable)")
     p.add_argument("--kv-states", dest="kv_states", metavar="N",
                    help="embedded engine: conversations whose KV state is kept for reuse (default 8; 0 turns it off)")
     p.add_argument("--kv-states-mib", dest="kv_states_mib", metavar="MIB",

@@ -49,6 +49,12 @@ class ServerConfig:
     script: str | None = None
     script_delay: float = 0.0
     max_queue: int = 64
+    max_body_bytes: int = 32 * 1024 * 1024
+    """A request body larger than this is a 413, refused before the rest is read."""
+    max_json_depth: int = 64
+    """JSON nested deeper than this in a request body is a 400 (see json_depth.py for why)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """`Host` header names accepted besides loopback names and the listen address; `*` accepts any."""
     kv_states: int = 8
     """Conversations whose KV the embedded engine keeps copies of (0: off)."""
     kv_states_mib: int = 256
@@ -175,6 +181,9 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "script": _text,
     "script_delay": _non_negative_float,
     "max_queue": _positive_int,
+    "max_body_bytes": _positive_int,
+    "max_json_depth": _positive_int,
+    "allowed_hosts": _text_list,
     "kv_states": _non_negative_int,
     "kv_states_mib": _non_negative_int,
     "model_name": _text,
@@ -198,7 +207,7 @@ def load_config_file(path: str) -> dict[str, Any]:
         raise ConfigError("config", f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} must contain a JSON object")
-    unknown = sorted(set(data) - set(PARSERS) - {"env", "api_key", "cors_origin"})
+    unknown = sorted(set(data) - set(PARSERS) - {"env", "api_key", "cors_origin", "allowed_host"})
     if unknown:
         raise ConfigError(unknown[0], f"unknown config key in {path}")
     env = data.get("env", {})
@@ -216,7 +225,7 @@ def build_config(
 ) -> ServerConfig:
     """Merge the sources (file < environment < flags) and validate every field."""
     file_values = dict(file_values)
-    for singular, plural in (("api_key", "api_keys"), ("cors_origin", "cors_origins")):
+    for singular, plural in (("api_key", "api_keys"), ("cors_origin", "cors_origins"), ("allowed_host", "allowed_hosts")):
         if singular in file_values:
             file_values.setdefault(plural, [file_values.pop(singular)])
     merged_env = {k: str(v) for k, v in file_values.pop("env", {}).items()}

@@ -1,10 +1,13 @@
 """The generation pipeline shared by both APIs.
 
     conversation ─► dialect.render ─► token ids ─► context check      (prepare: may raise 400)
-                ─► engine slot (FIFO) ─► engine tokens ─► stop strings
+                ─► a place in the engine FIFO                          (admit: may raise 429)
+                ─► engine slot ─► engine tokens ─► stop strings
                 ─► dialect parser ─► tool policy ─► neutral events      (run)
 
-`run` yields the parser's events, then exactly one `Finished` or `Failed`.
+Admission is its own step so that a route refuses a full queue before its
+response starts. `run` yields the parser's events, then exactly one
+`Finished` or `Failed`.
 Tool policy lives here because it is the same for every API: a call to an
 undeclared or disallowed function fails the generation, `parallel_tool_calls`
 false ends it at the first complete call, required/named choices must produce
@@ -21,7 +24,7 @@ from typing import AsyncIterator, Literal, Union
 from .conversation import Conversation, NamedToolChoice
 from .dialects.base import Dialect, StreamParser
 from .engine.base import Engine, Generation, GenerationStats, SamplingParams
-from .engine.fifo import EngineQueue
+from .engine.fifo import Admission, EngineQueue
 from .errors import ContextLengthExceeded, EngineError, MayaError
 from .events import ParserEvent, ReasoningDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from .metrics import Metrics
@@ -125,7 +128,12 @@ class GenerationService:
         )
         return PreparedGeneration(conversation, prompt_ids, params, settings.stop)
 
-    async def run(self, prepared: PreparedGeneration) -> AsyncIterator[PipelineEvent]:
+    def admit(self, *, bounded: bool = True) -> Admission:
+        """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
+        `run` releases it; a caller that never runs it releases it itself."""
+        return self.queue.admit(bounded=bounded)
+
+    async def run(self, prepared: PreparedGeneration, admission: Admission) -> AsyncIterator[PipelineEvent]:
         generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params)
         state = _RunState(
             generation=generation,
@@ -134,10 +142,11 @@ class GenerationService:
             policy=ToolPolicy(prepared.conversation),
         )
         try:
-            async with self.queue.slot():
-                async for event in self._generate(state):
-                    yield event
+            await admission.wait()
+            async for event in self._generate(state):
+                yield event
         finally:
+            admission.release()
             generation.cancel()  # no-op when finished; stops the engine when our reader left
             self._count(generation.stats)
 

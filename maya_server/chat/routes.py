@@ -8,31 +8,34 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..generation import Failed, GenerationService, PreparedGeneration
+from ..generation import Failed, GenerationService, PipelineEvent
+from ..http.body import BodyLimits, read_json
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.errors import error_response
 from ..http.sse import EventStreamResponse, encode_event
-from ..validation import parse_json_object
 from .assembler import ChatAssembler
 from .convert import to_conversation, to_settings
 from .request import parse_chat_request
 
 
-def chat_router(service: GenerationService, model_name: str) -> APIRouter:
+def chat_router(service: GenerationService, model_name: str, limits: BodyLimits) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/chat/completions")
     async def create_chat_completion(request: Request) -> Response:
-        body, messages = parse_chat_request(parse_json_object(await request.body()))
+        body, messages = await read_json(request, limits, parse_chat_request)
         prepared = service.prepare(to_conversation(body, messages), to_settings(body))
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         assembler = ChatAssembler(model_name, include_usage=include_usage)
+        admission = service.admit()  # a full queue is a 429 here, before any byte of a stream
         if body.stream:
-            return EventStreamResponse(_stream(service, prepared, assembler))
+            return EventStreamResponse(_stream(service.run(prepared, admission), assembler), on_close=admission.release)
         try:
-            await until_disconnected(request, _drain(service, prepared, assembler))
+            await until_disconnected(request, _drain(service.run(prepared, admission), assembler))
         except ClientGone:
             return Response(status_code=499)  # nobody is listening; the engine was stopped
+        finally:
+            admission.release()
         if assembler.failure is not None:
             return error_response(assembler.failure.error)
         return Response(orjson.dumps(assembler.completion()), media_type="application/json")
@@ -40,14 +43,14 @@ def chat_router(service: GenerationService, model_name: str) -> APIRouter:
     return router
 
 
-async def _drain(service: GenerationService, prepared: PreparedGeneration, assembler: ChatAssembler) -> None:
-    async for event in service.run(prepared):
+async def _drain(events: AsyncIterator[PipelineEvent], assembler: ChatAssembler) -> None:
+    async for event in events:
         assembler.on_event(event)
 
 
-async def _stream(service: GenerationService, prepared: PreparedGeneration, assembler: ChatAssembler) -> AsyncIterator[bytes]:
+async def _stream(events: AsyncIterator[PipelineEvent], assembler: ChatAssembler) -> AsyncIterator[bytes]:
     yield encode_event(assembler.opening_chunk())
-    async for event in service.run(prepared):
+    async for event in events:
         for chunk in assembler.on_event(event):
             yield encode_event(chunk)
         if isinstance(event, Failed):

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..generation import GenerationService, PipelineEvent
+from ..http.body import BodyLimits, read_json
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.sse import EventStreamResponse, encode_event
-from ..validation import parse_json_object
 from .assembler import ResponseAssembler
 from .background import start_job
 from .convert import to_conversation, to_settings
@@ -29,12 +29,14 @@ from .store import ResponseStore
 from .stored_turn import StoredTurn
 from .structured import StructuredValidator
 
-def responses_router(service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str) -> APIRouter:
+def responses_router(
+    service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str, limits: BodyLimits,
+) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
-        body = parse_responses_request(parse_json_object(await request.body()))
+        body = await read_json(request, limits, parse_responses_request)
         turn = StoredTurn(store, request.state.owner, body, jobs.find)
         try:
             prepared = service.prepare(
@@ -44,17 +46,28 @@ def responses_router(service: GenerationService, store: ResponseStore, jobs: Job
             turn.release()
             raise
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
-        generate = lambda: _gated(service.run(prepared), _gate(body))  # noqa: E731
-        if body.background:
+        if body.background:  # an admitted job waits for the engine however full the queue is
+            generate = lambda: _gated(service.run(prepared, service.admit(bounded=False)), _gate(body))  # noqa: E731
             return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
-        if body.stream:
-            return EventStreamResponse(_stream(assembler, generate()), on_close=turn.release)
         try:
-            await until_disconnected(request, _drain(assembler, generate()))
+            admission = service.admit()  # a full queue is a 429 here, before any byte of a stream
+        except BaseException:
+            turn.release()
+            raise
+        events = _gated(service.run(prepared, admission), _gate(body))
+
+        def release() -> None:
+            admission.release()
+            turn.release()
+
+        if body.stream:
+            return EventStreamResponse(_stream(assembler, events), on_close=release)
+        try:
+            await until_disconnected(request, _drain(assembler, events))
         except ClientGone:
             return Response(status_code=499)  # nobody is listening; the engine was stopped
         finally:
-            turn.release()
+            release()
         return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
 
     return router
