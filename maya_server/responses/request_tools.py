@@ -15,7 +15,7 @@ from pydantic import Field, StrictBool, StrictStr
 from ..errors import InvalidRequestError
 from ..validation import validate_model
 from .schema_check import check_schema
-from .wire import Wire, bad_value, path, reject_unsupported
+from .wire import Wire, bad_value, path, reject_unsupported, tag
 
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
 _CHOICE_MODES = ("auto", "none", "required")
@@ -60,7 +60,7 @@ def parse_tools(raw: Any, prefix: Sequence[Any] = ("tools",)) -> tuple[FunctionT
 def _parse_tool(raw: Any, prefix: Sequence[Any]) -> FunctionTool:
     if not isinstance(raw, dict):
         raise InvalidRequestError(f"Invalid type for '{path(prefix)}': expected an object.", param=path(prefix))
-    kind = raw.get("type")
+    kind = tag(raw, "type", prefix)
     if kind != "function":
         raise _unsupported_tool(kind, prefix)
     tool = validate_model(FunctionTool, raw, prefix=prefix)
@@ -111,7 +111,7 @@ def parse_tool_choice(raw: Any, prefix: Sequence[Any] = ("tool_choice",)) -> Too
         return raw  # type: ignore[return-value]
     if not isinstance(raw, dict):
         raise InvalidRequestError(f"Invalid type for '{where}': expected a string or an object.", param=where)
-    kind = raw.get("type")
+    kind = tag(raw, "type", prefix)
     if kind == "function":
         return validate_model(FunctionToolChoice, raw, prefix=prefix)
     if kind is None:
