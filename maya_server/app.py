@@ -25,6 +25,7 @@ from .http.body import BodyLimits
 from .http.cors import JsonErrorCORSMiddleware
 from .http.errors import install_error_handlers
 from .http.guard import RequestGuard
+from .http.shutdown import Shutdown
 from .http.status import status_router
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
@@ -63,14 +64,23 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         metrics.registry.register(collector)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
 
+    shutdown = Shutdown()
+
+    async def drain() -> None:
+        """Run by `GracefulServer` before uvicorn closes connections: streams end, jobs are cancelled."""
+        shutdown.begin()
+        await jobs.shutdown()
+
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        yield
+        yield {"shutdown": shutdown}  # Starlette copies lifespan state into every request's scope
+        shutdown.begin()
         await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
                   lifespan=lifespan)
     app.state.config = config
+    app.state.drain = drain
     app.state.service = service
     app.state.store = store
     app.state.jobs = jobs

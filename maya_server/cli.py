@@ -92,13 +92,15 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
     import uvicorn
 
     from .app import create_app
+    from .http.shutdown import GracefulServer
 
     app = create_app(config, engine)
     print(f"{prog}: serving {config.served_model_name} ({config.family}) on http://{config.host}:{config.port}", flush=True)
-    # Open streams (background readers follow a task to its end) must not hold shutdown
-    # hostage: after this grace period uvicorn cancels them, then the app cancels its tasks.
-    uvicorn.run(app, host=config.host, port=config.port, log_level="info",
-                timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    # On SIGTERM open streams end with a terminal event and jobs are cancelled first (GracefulServer);
+    # anything still open after this grace period is cancelled by uvicorn.
+    server = GracefulServer(uvicorn.Config(app, host=config.host, port=config.port, log_level="info",
+                                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S), drain=app.state.drain)
+    server.run()
     return 0
 
 

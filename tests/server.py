@@ -14,6 +14,7 @@ from maya_server.app import create_app
 from maya_server.cli import SHUTDOWN_GRACE_S
 from maya_server.config import ServerConfig
 from maya_server.engine.base import Engine
+from maya_server.http.shutdown import GracefulServer
 
 
 class RunningServer:
@@ -22,9 +23,10 @@ class RunningServer:
         self.config = config
         self.engine = engine
         self.app = create_app(config, engine, **app_options)
-        self._server = uvicorn.Server(
+        self._server = GracefulServer(
             uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
-                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S),
+            drain=self.app.state.drain,
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()

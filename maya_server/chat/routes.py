@@ -12,6 +12,7 @@ from ..generation import Failed, GenerationService, PipelineEvent
 from ..http.body import BodyLimits, read_json
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.errors import error_response
+from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ChatAssembler
 from .convert import to_conversation, to_settings
@@ -29,7 +30,8 @@ def chat_router(service: GenerationService, model_name: str, limits: BodyLimits)
         assembler = ChatAssembler(model_name, include_usage=include_usage)
         admission = service.admit()  # a full queue is a 429 here, before any byte of a stream
         if body.stream:
-            return EventStreamResponse(_stream(service.run(prepared, admission), assembler), on_close=admission.release)
+            return EventStreamResponse(_stream(service.run(prepared, admission), assembler), on_close=admission.release,
+                                       farewell=lambda: encode_event(shutdown_error().body()))
         try:
             await until_disconnected(request, _drain(service.run(prepared, admission), assembler))
         except ClientGone:

@@ -8,13 +8,16 @@ for the client's disconnect; a disconnect cancels the iterator at once, whose
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, AsyncGenerator, Awaitable, Callable
 
 import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from .disconnect import ClientGone, race_disconnect
+
+if TYPE_CHECKING:
+    from .shutdown import Shutdown
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -35,6 +38,10 @@ class EventStreamResponse(Response):
     `on_close` runs once the stream is over however it ended, even when the events were never
     started (a generator's own `finally` does not run then): it releases what the request holds.
     `write_timeout` (seconds) drops a reader whose socket does not take an event in time.
+    `farewell`, when given, makes the stream stop when the server starts shutting down (the app's
+    `Shutdown`, found in the request's lifespan state): the events are closed, which stops the
+    engine, and the bytes it returns (the API's terminal event) end the stream. Without it (a
+    background reader) the stream runs on until its job, cancelled by the shutdown, ends it.
     """
 
     def __init__(
@@ -43,16 +50,19 @@ class EventStreamResponse(Response):
         status_code: int = 200,
         on_close: Callable[[], None] | None = None,
         write_timeout: float | None = None,
+        farewell: Callable[[], bytes] | None = None,
     ) -> None:
         self.events = events
         self.status_code = status_code
         self.on_close = on_close
         self.write_timeout = write_timeout
+        self.farewell = farewell
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        shutdown = scope.get("state", {}).get("shutdown") if self.farewell is not None else None
         try:
-            await race_disconnect(receive, self._pump(send))
+            await race_disconnect(receive, self._pump(send, shutdown))
         except ClientGone:
             pass  # the pump was cancelled: its events' finally blocks stopped the engine
         finally:
@@ -62,12 +72,43 @@ class EventStreamResponse(Response):
                 if self.on_close is not None:
                     self.on_close()
 
-    async def _pump(self, send: Send) -> None:
+    async def _pump(self, send: Send, shutdown: "Shutdown | None") -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": SSE_HEADERS})
         try:
-            async for chunk in self.events:
-                async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if shutdown is None:
+                await self._send_events(send)
+            elif not await _unless_shutdown(self._send_events(send), shutdown):
+                await self.events.aclose()  # the engine stops before the terminal event is written
+                await self._write(send, self.farewell())
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (OSError, asyncio.TimeoutError):
             return  # the socket closed under us, or stopped taking data: same as a disconnect
+
+    async def _send_events(self, send: Send) -> None:
+        async for chunk in self.events:
+            await self._write(send, chunk)
+
+    async def _write(self, send: Send, chunk: bytes) -> None:
+        if chunk:
+            async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
+async def _unless_shutdown(work: Awaitable[None], shutdown: "Shutdown") -> bool:
+    """Run `work` to its end (True), or cancel it when the server starts shutting down (False)."""
+    if shutdown.started:
+        work.close()
+        return False
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(shutdown.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return False
+    task.result()
+    return True

@@ -46,7 +46,7 @@ def start_job(
                 f"This background request's input snapshot takes {size} bytes, over the limit of "
                 f"{settings.job_input_bytes} bytes per task. Run it in the foreground or shorten its history.",
             )
-        job = Job(assembler.id, turn.owner, assembler, EventLog(settings.event_count, settings.event_bytes),
+        job = Job(assembler.id, turn.owner, assembler, EventLog(settings.event_count, settings.event_bytes, assembler.reserve_sequence),
                   generate, turn, history)
         if stream:  # the reader slot first: a 429 for readers must not leave a job behind
             reading.enter_context(jobs.reader(turn.owner))

@@ -18,6 +18,7 @@ from starlette.responses import Response
 from ..generation import GenerationService, PipelineEvent
 from ..http.body import BodyLimits, read_json
 from ..http.disconnect import ClientGone, until_disconnected
+from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
 from .background import start_job
@@ -61,7 +62,8 @@ def responses_router(
             turn.release()
 
         if body.stream:
-            return EventStreamResponse(_stream(assembler, events), on_close=release)
+            return EventStreamResponse(_stream(assembler, events), on_close=release,
+                                       farewell=lambda: _encoded(assembler.interrupted(shutdown_error())))
         try:
             await until_disconnected(request, _drain(assembler, events))
         except ClientGone:
@@ -90,6 +92,10 @@ async def _gated(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> Asy
 async def _drain(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> None:
     async for event in events:
         assembler.on_event(event)
+
+
+def _encoded(events: list[dict]) -> bytes:
+    return b"".join(encode_event(event, event["type"]) for event in events)
 
 
 async def _stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> AsyncIterator[bytes]:
