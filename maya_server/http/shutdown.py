@@ -21,6 +21,9 @@ import uvicorn
 from ..errors import ServiceUnavailableError
 
 
+SHUTDOWN_CODE = "server_shutdown"
+
+
 class Shutdown:
     """The app-wide "we are draining" signal that streams watch."""
 
@@ -41,7 +44,7 @@ class Shutdown:
 def shutdown_error() -> ServiceUnavailableError:
     return ServiceUnavailableError(
         "The server is shutting down; this response was stopped before it finished. Retry on another server "
-        "or after it restarts.", code="server_shutdown",
+        "or after it restarts.", code=SHUTDOWN_CODE,
     )
 
 
