@@ -34,7 +34,7 @@ from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
 from .responses.store import ResponseStore
 from .responses.collectors import JobCollector, StoreCollector
-from .responses.jobs import JobManager
+from .responses.jobs import JobCleanupError, JobManager
 
 
 def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> FastAPI:
@@ -69,7 +69,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     async def drain() -> None:
         """Run by `GracefulServer` before uvicorn closes connections: streams end, jobs are cancelled."""
         shutdown.begin()
-        await jobs.shutdown()
+        with suppress(JobCleanupError):  # reported by the lifespan's own shutdown below, which runs next
+            await jobs.shutdown()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):

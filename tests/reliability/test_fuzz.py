@@ -22,7 +22,7 @@ EXAMPLES = settings(max_examples=250, deadline=None, derandomize=True, database=
 SCRIPT = ["Hello there.", "<think>hmm</think>Fine.", '<tool_call>{"name": "lookup", "arguments": {"q": "x"}}</tool_call>',
           '<tool_call>{"name": "lookup", "arguments": {"q": [[[[1]]]]}}</tool_call>', "<tool_call>{broken"]
 
-scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=12)
+scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                            | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=12)
 
@@ -117,7 +117,7 @@ def check(server: RunningServer, method: str, path: str, **request) -> None:
         error = json.loads(body)["error"]
         assert set(error) == ERROR_KEYS and isinstance(error["message"], str), body[:500]
         assert server.engine.calls == calls, f"a refused request reached the engine: {body[:300]}"
-    elif answer.headers["content-type"].startswith("text/event-stream"):
+    elif answer.headers.get("content-type", "").startswith("text/event-stream"):
         last = [line for line in body.decode().splitlines() if line.startswith("data: ")][-1][6:]
         assert last == "[DONE]" or _terminal(json.loads(last)), last[:300]
 
