@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -40,8 +41,10 @@ def main() -> int:
     message = {"role": "user", "content": "x" * 40}
     count = int(args.mib * 1024 * 1024 / len(orjson.dumps(message)))
     body = orjson.dumps({"input": [message] * count, "max_output_tokens": 16})
-    process, url = start_maya("--engine", "scripted", "--family", "chatml", "--ctx", "100000000",
-                              "--max-body-bytes", str(len(body) + 1))
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as script:
+        script.write('["ok"]')
+    process, url = start_maya("--engine", "scripted", "--family", "chatml", "--script", script.name,
+                              "--ctx", "100000000", "--max-body-bytes", str(len(body) + 1))
     try:
         idle: list[float] = []
         stop = threading.Event()

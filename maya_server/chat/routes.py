@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..generation import Failed, GenerationService, PipelineEvent
-from ..http.body import BodyLimits, read_json
+from ..http.body import BodyLimits, off_loop, read_json
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.errors import error_response
 from ..http.shutdown import shutdown_error
@@ -24,8 +24,8 @@ def chat_router(service: GenerationService, model_name: str, limits: BodyLimits)
 
     @router.post("/v1/chat/completions")
     async def create_chat_completion(request: Request) -> Response:
-        body, messages = await read_json(request, limits, parse_chat_request)
-        prepared = service.prepare(to_conversation(body, messages), to_settings(body))
+        (body, messages), large = await read_json(request, limits, parse_chat_request)
+        prepared = await off_loop(large, lambda: service.prepare(to_conversation(body, messages), to_settings(body)))
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         assembler = ChatAssembler(model_name, include_usage=include_usage)
         admission = service.admit()  # a full queue is a 429 here, before any byte of a stream

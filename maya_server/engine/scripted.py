@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ class ScriptTokenizer:
         self.limit = limit
         self._pieces: list[str] = [UNKNOWN_PIECE]
         self._ids: dict[tuple[str, bool], int] = {(UNKNOWN_PIECE, False): 0}
+        self._growing = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -55,9 +57,12 @@ class ScriptTokenizer:
     def _id(self, piece: str, special: bool) -> int | None:
         key = (piece, special)
         found = self._ids.get(key)
-        if found is None and len(self._pieces) < self.limit:
-            found = self._ids[key] = len(self._pieces)
-            self._pieces.append(piece)
+        if found is None:
+            with self._growing:  # large prompts are tokenized in worker threads
+                found = self._ids.get(key)
+                if found is None and len(self._pieces) < self.limit:
+                    found = self._ids[key] = len(self._pieces)
+                    self._pieces.append(piece)
         return found
 
     def _plain_ids(self, piece: str) -> list[int]:

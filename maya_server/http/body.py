@@ -3,8 +3,9 @@
 A body over `max_body_bytes` is a 413 as soon as its `Content-Length` says so,
 or as soon as the bytes received pass the limit, without reading the rest. A
 client that leaves mid-upload is not an error (`ClientGone`, answered 499).
-Large bodies are parsed and validated in a worker thread, so one 30 MB
-upload does not stall `/health` and every other request.
+Large bodies are parsed, validated and rendered into a prompt in a worker
+thread, so one 30 MB request does not stall `/health` and every other request
+(`bench/large_body.py` measures it).
 """
 
 from __future__ import annotations
@@ -31,16 +32,18 @@ class BodyLimits:
     max_depth: int
 
 
-async def read_json(request: Request, limits: BodyLimits, validate: Callable[[dict], T]) -> T:
-    """The body as a JSON object, checked by `validate` (which raises the request's 400s)."""
+async def read_json(request: Request, limits: BodyLimits, validate: Callable[[dict], T]) -> tuple[T, bool]:
+    """The body as a JSON object checked by `validate` (which raises the request's 400s), and whether
+    it was large: the caller then prepares the prompt (render, tokenize) off the loop too."""
     body = await _read(request, limits.max_bytes)
+    large = len(body) >= OFF_LOOP_BYTES
+    return await off_loop(large, lambda: validate(parse_json_object(body, limits.max_depth))), large
 
-    def parse() -> T:
-        return validate(parse_json_object(body, limits.max_depth))
 
-    if len(body) < OFF_LOOP_BYTES:
-        return parse()
-    return await asyncio.to_thread(parse)
+async def off_loop(large: bool, work: Callable[[], T]) -> T:
+    """`work()` in a worker thread for a large request, inline for the usual small one (a thread
+    hop costs more than parsing a few kilobytes)."""
+    return await asyncio.to_thread(work) if large else work()
 
 
 async def _read(request: Request, limit: int) -> bytes:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..generation import GenerationService, PipelineEvent
-from ..http.body import BodyLimits, read_json
+from ..http.body import BodyLimits, off_loop, read_json
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
@@ -37,12 +37,12 @@ def responses_router(
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
-        body = await read_json(request, limits, parse_responses_request)
+        body, large = await read_json(request, limits, parse_responses_request)
         turn = StoredTurn(store, request.state.owner, body, jobs.find)
         try:
-            prepared = service.prepare(
+            prepared = await off_loop(large, lambda: service.prepare(
                 to_conversation(body, prior=turn.prior), to_settings(body), context_param="input"
-            )
+            ))
         except BaseException:
             turn.release()
             raise
