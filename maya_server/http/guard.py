@@ -28,6 +28,8 @@ from .errors import error_response
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", ""})
+OPEN_PATHS = frozenset({"/health"})
+"""Liveness probes (an orchestrator's, by the pod's address) answer whatever the Host: nothing to steal."""
 
 
 class RequestGuard:
@@ -43,7 +45,7 @@ class RequestGuard:
         self._origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] == "http" and scope["path"] not in OPEN_PATHS:
             refusal = self._refusal(scope)
             if refusal is not None:
                 await error_response(refusal)(scope, receive, send)
