@@ -11,7 +11,6 @@ checks, judge the value; the syntax was fine).
 
 from __future__ import annotations
 
-
 from ..conversation import ToolSpec
 from ..json_depth import loads_bounded
 

@@ -15,7 +15,6 @@ expects standing instructions, before any turn.
 
 from __future__ import annotations
 
-
 from ..conversation import Conversation, ImagePart, Message, Part, TextPart, ToolCall, ToolSpec, Turn
 from ..json_depth import loads_bounded
 

@@ -2,8 +2,8 @@
 
 Everything that can be refused is refused before the engine is touched:
 request validation, unsupported features, the stored history it continues
-(404/503), conversion (call/result matching, images) and the context check
-all raise first. A `store:true` response is saved before its terminal event;
+(404/503), conversion (call/result matching, images), the context check and
+the engine queue's admission (429) all raise first. A `store:true` response is saved before its terminal event;
 a `background:true` one becomes a job (see `background.py`, `jobs.py`).
 """
 
@@ -43,18 +43,16 @@ def responses_router(
             prepared = await off_loop(large, lambda: service.prepare(
                 to_conversation(body, prior=turn.prior), to_settings(body), context_param="input"
             ))
+            # a full queue is a 429 here, before any byte of a stream; an admitted background job
+            # takes its place when a worker starts it, and waits however full the queue is
+            admission = None if body.background else service.admit()
         except BaseException:
             turn.release()
             raise
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
-        if body.background:  # an admitted job waits for the engine however full the queue is
+        if admission is None:
             generate = lambda: _gated(service.run(prepared, service.admit(bounded=False)), _gate(body))  # noqa: E731
             return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
-        try:
-            admission = service.admit()  # a full queue is a 429 here, before any byte of a stream
-        except BaseException:
-            turn.release()
-            raise
         events = _gated(service.run(prepared, admission), _gate(body))
 
         def release() -> None:
