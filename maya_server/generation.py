@@ -33,6 +33,8 @@ class GenerationSettings:
     max_tokens: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
 
@@ -120,6 +122,8 @@ class GenerationService:
             max_tokens=settings.max_tokens if settings.max_tokens is not None else room,
             temperature=settings.temperature,
             top_p=settings.top_p,
+            presence_penalty=settings.presence_penalty,
+            frequency_penalty=settings.frequency_penalty,
             seed=settings.seed,
             stop_token_ids=self._stop_ids,
         )

@@ -33,6 +33,8 @@ def to_settings(request: wire.ChatRequest) -> GenerationSettings:
         max_tokens=request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens,
         temperature=1.0 if request.temperature is None else float(request.temperature),
         top_p=1.0 if request.top_p is None else float(request.top_p),
+        presence_penalty=float(request.presence_penalty or 0.0),
+        frequency_penalty=float(request.frequency_penalty or 0.0),
         seed=request.seed,
         stop=stop,
     )

@@ -1,7 +1,7 @@
 """The Chat Completions request body, validated field by field.
 
 Unknown top-level fields are rejected (as OpenAI does) so a typo never passes
-silently; parameters we cannot honour (n > 1, logprobs, penalties) are 400s,
+silently; parameters we cannot honour (n > 1, logprobs) are 400s,
 not ignored.
 """
 
@@ -125,8 +125,8 @@ class ChatRequest(_Strict):
     tool_choice: Union[Literal["auto", "none", "required"], NamedToolChoiceBody, None] = None
     parallel_tool_calls: StrictBool | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
-    presence_penalty: Number | None = Field(default=None, ge=0, le=0)
-    frequency_penalty: Number | None = Field(default=None, ge=0, le=0)
+    presence_penalty: Number | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: Number | None = Field(default=None, ge=-2, le=2)
     logprobs: Literal[False] | None = None
     user: StrictStr | None = None
     metadata: dict[str, StrictStr] | None = None

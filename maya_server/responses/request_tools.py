@@ -80,13 +80,21 @@ def _parse_tool(raw: Any, prefix: Sequence[Any]) -> FunctionTool:
     return tool
 
 
+_CLIENT_HINTS = {
+    "web_search": " (Codex CLI: web_search = \"disabled\" in config.toml)",
+    "web_search_preview": " (Codex CLI: web_search = \"disabled\" in config.toml)",
+    "namespace": " (Codex CLI: [features] multi_agent = false in config.toml)",
+}
+"""What to set in a client known to send a tool type by default."""
+
+
 def _unsupported_tool(kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
     where = path(prefix, "type")
     if kind is None:
         return InvalidRequestError(f"Missing required parameter: '{where}'.", param=where)
     return InvalidRequestError(
-        f"Tool type {kind!r} is not supported: Maya serves only 'function' tools; "
-        "hosted, custom and namespace tools are not available.",
+        f"Tool type {kind!r} is not supported: Maya serves only 'function' tools; hosted, custom and "
+        f"namespace tools are not available. Leave them out of 'tools'{_CLIENT_HINTS.get(kind, '')}.",
         param=where,
     )
 

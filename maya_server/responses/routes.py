@@ -15,6 +15,7 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from ..errors import InvalidRequestError
 from ..generation import GenerationService, PipelineEvent
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.sse import EventStreamResponse, encode_event
@@ -56,6 +57,14 @@ def responses_router(service: GenerationService, store: ResponseStore, jobs: Job
         finally:
             turn.release()
         return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
+
+    @router.post("/v1/responses/compact")
+    async def compact_response() -> Response:
+        raise InvalidRequestError(
+            "Compaction is not supported: Maya does not compact context on the server. Send the history you "
+            "want the model to see in 'input', or continue a stored response with 'previous_response_id'.",
+            code="unsupported_endpoint",
+        )
 
     return router
 
