@@ -24,6 +24,7 @@ from .generation import GenerationService
 from .http.auth import ApiKeyMiddleware
 from .http.errors import install_error_handlers
 from .http.status import status_router
+from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
 from .responses.resources import resources_router
@@ -73,8 +74,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.store = store
     app.state.jobs = jobs
     install_error_handlers(app)
-    app.include_router(chat_router(service, config.served_model_name))
-    app.include_router(responses_router(service, store, jobs, config.served_model_name))
+    app.include_router(chat_router(service, config.served_model_name, keepalive_s=config.keepalive_s))
+    app.include_router(responses_router(service, store, jobs, config.served_model_name, keepalive_s=config.keepalive_s))
     app.include_router(resources_router(store, jobs))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
@@ -83,6 +84,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
+    app.add_middleware(WebSocketRefusal)
     if config.cors_origins:
         app.add_middleware(
             CORSMiddleware,

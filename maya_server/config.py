@@ -49,6 +49,8 @@ class ServerConfig:
     script: str | None = None
     script_delay: float = 0.0
     max_queue: int = 64
+    keepalive_s: float = 5.0
+    """The longest a stream whose output is held for validation stays silent: an SSE comment is sent then."""
     kv_states: int = 8
     """Conversations whose KV the embedded engine keeps copies of (0: off)."""
     kv_states_mib: int = 256
@@ -175,6 +177,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "script": _text,
     "script_delay": _non_negative_float,
     "max_queue": _positive_int,
+    "keepalive_s": _positive_float,
     "kv_states": _non_negative_int,
     "kv_states_mib": _non_negative_int,
     "model_name": _text,

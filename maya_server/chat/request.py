@@ -131,6 +131,8 @@ class ChatRequest(_Strict):
     user: StrictStr | None = None
     metadata: dict[str, StrictStr] | None = None
     store: Literal[False] | None = None
+    response_format: Any = None
+    """Parsed by `structured.parse_response_format` (text, json_object, json_schema)."""
 
 
 def parse_chat_request(data: dict) -> tuple[ChatRequest, list[Message]]:

@@ -8,29 +8,36 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..generation import Failed, GenerationService, PreparedGeneration
+from ..generation import Failed, GenerationService, PipelineEvent
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.errors import error_response
 from ..http.sse import EventStreamResponse, encode_event
+from ..responses.publish_gate import gated
 from ..validation import parse_json_object
 from .assembler import ChatAssembler
 from .convert import to_conversation, to_settings
 from .request import parse_chat_request
+from .structured import check_strict_tools, parse_response_format, publish_gate
 
 
-def chat_router(service: GenerationService, model_name: str) -> APIRouter:
+def chat_router(service: GenerationService, model_name: str, *, keepalive_s: float) -> APIRouter:
+    """`keepalive_s`: while a stream's output is held for validation, the longest silence before a comment line."""
     router = APIRouter()
 
     @router.post("/v1/chat/completions")
     async def create_chat_completion(request: Request) -> Response:
         body, messages = parse_chat_request(parse_json_object(await request.body()))
-        prepared = service.prepare(to_conversation(body, messages), to_settings(body))
+        output_format = parse_response_format(body.response_format)
+        check_strict_tools(body)
+        prepared = service.prepare(to_conversation(body, messages, output_format=output_format), to_settings(body))
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         assembler = ChatAssembler(model_name, include_usage=include_usage)
+        gate = publish_gate(body, output_format)
+        events = lambda: gated(service.run(prepared), gate)  # noqa: E731
         if body.stream:
-            return EventStreamResponse(_stream(service, prepared, assembler))
+            return EventStreamResponse(_stream(events(), assembler), keepalive=keepalive_s if gate.active else None)
         try:
-            await until_disconnected(request, _drain(service, prepared, assembler))
+            await until_disconnected(request, _drain(events(), assembler))
         except ClientGone:
             return Response(status_code=499)  # nobody is listening; the engine was stopped
         if assembler.failure is not None:
@@ -40,17 +47,20 @@ def chat_router(service: GenerationService, model_name: str) -> APIRouter:
     return router
 
 
-async def _drain(service: GenerationService, prepared: PreparedGeneration, assembler: ChatAssembler) -> None:
-    async for event in service.run(prepared):
+async def _drain(events: AsyncIterator[PipelineEvent], assembler: ChatAssembler) -> None:
+    async for event in events:
         assembler.on_event(event)
 
 
-async def _stream(service: GenerationService, prepared: PreparedGeneration, assembler: ChatAssembler) -> AsyncIterator[bytes]:
-    yield encode_event(assembler.opening_chunk())
-    async for event in service.run(prepared):
-        for chunk in assembler.on_event(event):
-            yield encode_event(chunk)
-        if isinstance(event, Failed):
-            yield encode_event(event.error.body())
-            return
-    yield encode_event("[DONE]")
+async def _stream(events: AsyncIterator[PipelineEvent], assembler: ChatAssembler) -> AsyncIterator[bytes]:
+    try:
+        yield encode_event(assembler.opening_chunk())
+        async for event in events:
+            for chunk in assembler.on_event(event):
+                yield encode_event(chunk)
+            if isinstance(event, Failed):
+                yield encode_event(event.error.body())
+                return
+        yield encode_event("[DONE]")
+    finally:
+        await events.aclose()  # stops the engine, however the stream ended

@@ -8,6 +8,7 @@ for the client's disconnect; a disconnect cancels the iterator at once, whose
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import AsyncGenerator, Callable
 
 import orjson
@@ -35,6 +36,9 @@ class EventStreamResponse(Response):
     `on_close` runs once the stream is over however it ended, even when the events were never
     started (a generator's own `finally` does not run then): it releases what the request holds.
     `write_timeout` (seconds) drops a reader whose socket does not take an event in time.
+    `keepalive` (seconds), when given, sends an SSE comment line whenever no event has come for that
+    long (output held for validation), so clients with a read timeout keep waiting; the comment is
+    ignored by every SSE parser.
     """
 
     def __init__(
@@ -43,8 +47,10 @@ class EventStreamResponse(Response):
         status_code: int = 200,
         on_close: Callable[[], None] | None = None,
         write_timeout: float | None = None,
+        keepalive: float | None = None,
     ) -> None:
         self.events = events
+        self.keepalive = keepalive
         self.status_code = status_code
         self.on_close = on_close
         self.write_timeout = write_timeout
@@ -64,10 +70,40 @@ class EventStreamResponse(Response):
 
     async def _pump(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": SSE_HEADERS})
+        chunks = self.events if self.keepalive is None else with_keepalives(self.events, self.keepalive)
         try:
-            async for chunk in self.events:
-                async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            async with contextlib.aclosing(chunks):  # a keep-alive wrapper lets go of `events` first
+                async for chunk in chunks:
+                    async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (OSError, asyncio.TimeoutError):
             return  # the socket closed under us, or stopped taking data: same as a disconnect
+
+
+KEEPALIVE_COMMENT = b": keep-alive\n\n"
+
+
+async def with_keepalives(events: AsyncGenerator[bytes, None], interval: float) -> AsyncGenerator[bytes, None]:
+    """`events`, with a keep-alive comment after every `interval` seconds without one. The pending
+    `__anext__` runs as a task that a timeout never cancels, so the event generator is not disturbed."""
+    pending: asyncio.Future | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(events.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield KEEPALIVE_COMMENT
+                continue
+            try:
+                chunk = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield chunk
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending

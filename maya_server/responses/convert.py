@@ -71,6 +71,7 @@ def to_settings(request: ResponsesRequest) -> GenerationSettings:
         top_p=1.0 if request.top_p is None else float(request.top_p),
         presence_penalty=float(request.presence_penalty or 0.0),
         frequency_penalty=float(request.frequency_penalty or 0.0),
+        max_tool_calls=request.max_tool_calls,
     )
 
 

@@ -76,7 +76,7 @@ def _parse_tool(raw: Any, prefix: Sequence[Any]) -> FunctionTool:
             param=path(prefix, "allowed_callers"),
         )
     if tool.strict:
-        _check_strict_parameters(tool, prefix)
+        check_strict_parameters(tool.parameters, path(prefix, "parameters"))
     return tool
 
 
@@ -99,15 +99,15 @@ def _unsupported_tool(kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
     )
 
 
-def _check_strict_parameters(tool: FunctionTool, prefix: Sequence[Any]) -> None:
-    where = path(prefix, "parameters")
-    if tool.parameters is None:
+def check_strict_parameters(parameters: dict | None, where: str) -> None:
+    """A strict function's parameters: present, and inside the strict schema subset (both APIs)."""
+    if parameters is None:
         raise InvalidRequestError(
             f"'{where}' is required when 'strict' is true; for a function without arguments send "
             '{"type": "object", "properties": {}, "additionalProperties": false}.',
             param=where,
         )
-    check_schema(tool.parameters, strict=True, param=where)
+    check_schema(parameters, strict=True, param=where)
 
 
 def parse_tool_choice(raw: Any, prefix: Sequence[Any] = ("tool_choice",)) -> ToolChoice:

@@ -23,14 +23,17 @@ from ..validation import parse_json_object
 from .assembler import ResponseAssembler
 from .background import start_job
 from .convert import to_conversation, to_settings
-from .publish_gate import PublishGate
+from .publish_gate import PublishGate, gated
 from .jobs import JobManager
 from .request import ResponsesRequest, parse_responses_request
 from .store import ResponseStore
 from .stored_turn import StoredTurn
 from .structured import StructuredValidator
 
-def responses_router(service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str) -> APIRouter:
+def responses_router(
+    service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str, *, keepalive_s: float
+) -> APIRouter:
+    """`keepalive_s`: while a stream's output is held for validation, the longest silence before a comment line."""
     router = APIRouter()
 
     @router.post("/v1/responses")
@@ -45,11 +48,13 @@ def responses_router(service: GenerationService, store: ResponseStore, jobs: Job
             turn.release()
             raise
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
-        generate = lambda: _gated(service.run(prepared), _gate(body))  # noqa: E731
+        gate = _gate(body)
+        generate = lambda: gated(service.run(prepared), gate)  # noqa: E731
         if body.background:
             return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
         if body.stream:
-            return EventStreamResponse(_stream(assembler, generate()), on_close=turn.release)
+            return EventStreamResponse(_stream(assembler, generate()), on_close=turn.release,
+                                       keepalive=keepalive_s if gate.active else None)
         try:
             await until_disconnected(request, _drain(assembler, generate()))
         except ClientGone:
@@ -72,15 +77,6 @@ def responses_router(service: GenerationService, store: ResponseStore, jobs: Job
 def _gate(body: ResponsesRequest) -> PublishGate:
     tools = {t.name: v for t in body.tools if (v := StructuredValidator.for_tool(t)) is not None}
     return PublishGate(StructuredValidator.for_format(body.output_format), tools)
-
-
-async def _gated(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> AsyncIterator[PipelineEvent]:
-    try:
-        async for event in events:
-            for released in gate.feed(event):
-                yield released
-    finally:
-        await events.aclose()
 
 
 async def _drain(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> None:
