@@ -202,5 +202,7 @@ def _check_modes(request: ResponsesRequest) -> None:
         raise bad_value("truncation", "'auto' is not supported; only 'disabled' is: history is never silently dropped.")
     if request.service_tier not in (None, "auto", "default"):
         raise bad_value("service_tier", f"{request.service_tier!r}. Only 'auto' and 'default' are supported.")
+    if request.max_tool_calls == 0 and request.tool_choice not in ("auto", "none"):
+        raise bad_value("max_tool_calls", "0 allows no call, but tool_choice requires one.")
     if request.top_logprobs:
         raise bad_value("top_logprobs", "log probabilities are not supported; send 0 or omit it.")
