@@ -23,6 +23,7 @@ from .engine.fifo import EngineQueue
 from .generation import GenerationService
 from .http.auth import ApiKeyMiddleware
 from .http.errors import install_error_handlers
+from .http.openapi import DOCS_URL, OPENAPI_URL, install_openapi
 from .http.status import status_router
 from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
@@ -67,13 +68,14 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         yield
         await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
 
-    app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
+    app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
     app.state.config = config
     app.state.service = service
     app.state.store = store
     app.state.jobs = jobs
     install_error_handlers(app)
+    install_openapi(app)
     app.include_router(chat_router(service, config.served_model_name, keepalive_s=config.keepalive_s))
     app.include_router(responses_router(service, store, jobs, config.served_model_name, keepalive_s=config.keepalive_s))
     app.include_router(resources_router(store, jobs))
