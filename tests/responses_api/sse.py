@@ -126,6 +126,19 @@ def check_response(response: Response) -> None:
         assert response.incomplete_details is None
 
 
+def validate_event(raw: dict) -> Any:
+    """`raw` as the SDK's stream event of its type (every field known), valid for the Open Responses schema too."""
+    assert raw.get("type") in EVENT_CLASSES, f"not an SDK stream event type: {raw.get('type')!r}"
+    EVENT_CLASSES[raw["type"]].model_validate(raw)  # readable errors for the one type it claims
+    check_stream_event(raw)
+    event = STREAM_EVENT.validate_python(raw)
+    assert type(event) is EVENT_CLASSES[raw["type"]]
+    no_unknown_fields(event, event.type)
+    if hasattr(event, "response"):
+        check_response(event.response)
+    return event
+
+
 def post_json(http: httpx.Client, body: dict) -> tuple[Response, dict]:
     """A non-streaming create: (validated Response, raw JSON)."""
     answer = http.post("/v1/responses", json=body)
@@ -178,14 +191,8 @@ def read_stream(http: httpx.Client, body: dict, *, check: bool = True) -> Stream
             assert data != "[DONE]", "the Responses stream has no [DONE] sentinel"
             raw = httpx.Response(200, content=data).json()
             assert name == raw.get("type"), f"event line {name!r} but data type {raw.get('type')!r}"
-            assert raw["type"] in EVENT_CLASSES, f"not an SDK stream event type: {raw['type']!r}"
-            EVENT_CLASSES[raw["type"]].model_validate(raw)  # readable errors for the one type it claims
-            check_stream_event(raw)
-            event = STREAM_EVENT.validate_python(raw)
-            assert type(event) is EVENT_CLASSES[raw["type"]]
-            no_unknown_fields(event, event.type)
             result.raw.append(raw)
-            result.events.append(event)
+            result.events.append(validate_event(raw))
     if check:
         check_stream(result)
     return result
