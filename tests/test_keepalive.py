@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.responses_api.test_structured_output import JSON_SCHEMA, VALID
+from tests.server import wait_for
 
 INTERVAL = 0.25
 DELAY = 0.4
@@ -61,3 +62,14 @@ def test_an_unheld_stream_sends_no_keepalives(start_server):
     server = start_server(["one two three"], delay=DELAY, keepalive_s=INTERVAL)
     lines = read_lines(server, "/v1/responses", {"model": "m", "input": "count"})
     assert not any(line.startswith(":") for _, line in lines)
+
+
+@pytest.mark.parametrize("path", list(BODIES))
+def test_leaving_during_the_hold_stops_the_engine(start_server, path):
+    server = start_server(['{"fruit": "' + "a " * 400 + '", "count": 3}'], delay=0.01, keepalive_s=0.05)
+    with server.http() as http, http.stream("POST", path, json={**BODIES[path], "stream": True}) as answer:
+        lines = answer.iter_lines()  # keep a reference: a collected iterator closes the response
+        while not next(lines).startswith(":"):
+            pass  # read until the first keep-alive, then hang up mid-hold
+    assert wait_for(lambda: server.engine.cancelled == 1)
+    assert wait_for(lambda: server.app.state.service.queue.busy == 0)
