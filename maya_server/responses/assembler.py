@@ -18,7 +18,6 @@ from ..errors import MayaError
 from ..events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from ..generation import Failed, Finished, PipelineEvent, Usage
 from .envelope import response_envelope
-from .error_event import error_event_fields
 from .request import ResponsesRequest
 
 
@@ -117,8 +116,7 @@ class ResponseAssembler:
         events = self._close_open("incomplete") + self._close_started_calls()
         self.status = "cancelled"
         message = "The response was cancelled before it finished."
-        fields = error_event_fields(type="invalid_request_error", code="response_cancelled", message=message, param=None)
-        return events + [self._event("error", **fields)]
+        return events + [self._event("error", code="response_cancelled", message=message, param=None)]
 
     def on_event(self, event: PipelineEvent) -> list[dict]:
         if isinstance(event, ReasoningDelta):
@@ -253,8 +251,7 @@ class ResponseAssembler:
         # The response object's error.code is OpenAI's enum; Maya's specific code travels in the `error` event.
         self.error = {"code": "server_error", "message": error.message}
         return events + [
-            self._event("error", **error_event_fields(type=error.type, code=error.code, message=error.message,
-                                                      param=error.param)),
+            self._event("error", code=error.code, message=error.message, param=error.param),
             self._event("response.failed", response=self.snapshot()),
         ]
 

@@ -18,8 +18,6 @@ import asyncio
 from collections import deque
 from typing import AsyncIterator
 
-from .error_event import error_event_fields
-
 from ..http.sse import encode_event
 
 
@@ -95,9 +93,9 @@ class EventLog:
 
 
 def _overtaken(cursor: int) -> bytes:
-    message = (f"This reader fell behind: events after sequence number {cursor} are no longer retained. "
-               "Retrieve the response without streaming to get its current state.")
-    event = {"type": "error", "sequence_number": cursor + 1,
-             **error_event_fields(type="invalid_request_error", code="stream_cursor_expired", message=message,
-                                  param="starting_after")}
+    event = {
+        "type": "error", "sequence_number": cursor + 1, "code": "stream_cursor_expired", "param": "starting_after",
+        "message": f"This reader fell behind: events after sequence number {cursor} are no longer retained. "
+        "Retrieve the response without streaming to get its current state.",
+    }
     return encode_event(event, "error")

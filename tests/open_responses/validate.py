@@ -11,6 +11,13 @@ Maya's clients (the OpenAI SDKs, Codex, openai-agents) follow: OpenAI's
 Such an event is validated against its counterpart's schema under the schema's name;
 every other event type must be one the schema lists.
 
+The `error` event is shaped differently: the schema nests `{type, code, message, param}`
+under `error`, while OpenAI's API sends `code`, `message` and `param` at the top of the
+event, and the official Python SDK raises on any stream event that carries an `error` key,
+so a nested payload would hide `response.failed` from its users. Maya sends OpenAI's
+shape; the check nests those fields (with the event's own type, since OpenAI's error
+event names no error class) and validates them as the schema's payload.
+
 One field disagrees outright: the schema types an echoed `text.format` of type
 `json_schema` with `schema: null`, while OpenAI's API echoes the schema object and the
 OpenAI SDK's type requires it. Maya follows OpenAI there; that one field is checked by
@@ -83,6 +90,10 @@ def check_stream_event(data: dict) -> None:
     assert component is not None, f"{kind!r} is not an Open Responses stream event type"
     if schema_kind != kind:
         data = {**data, "type": schema_kind}
+    if kind == "error":
+        assert "error" not in data, "an `error` key makes the OpenAI SDK raise instead of yielding the event"
+        fields = {key: data.get(key) for key in ("code", "message", "param")}
+        data = {"type": kind, "sequence_number": data.get("sequence_number"), "error": {"type": kind, **fields}}
     if isinstance(data.get("response"), dict):
         data = {**data, "response": _schema_spelling(data["response"])}
     _check(component, data)

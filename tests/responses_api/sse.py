@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 from openai.types.responses import (
-    Response, ResponseErrorEvent, ResponseFunctionCallArgumentsDoneEvent, ResponseStreamEvent,
+    Response, ResponseFunctionCallArgumentsDoneEvent, ResponseStreamEvent,
 )
 from pydantic import BaseModel, TypeAdapter
 
@@ -75,7 +75,6 @@ class StreamResult:
 KNOWN_EXTRAS = {
     Response: {"store", "presence_penalty", "frequency_penalty"},
     ResponseFunctionCallArgumentsDoneEvent: {"name"},
-    ResponseErrorEvent: {"error"},
 }
 """Fields OpenAI's API (or the Open Responses schema, which requires them) sends that this SDK version's
 types do not declare."""
