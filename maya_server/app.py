@@ -46,7 +46,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         with suppress(NotFoundError):
             store.delete(job.owner, job.id)
 
-    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave)
+    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
     metrics = Metrics()
     metrics.registry.register(StoreCollector(store))
     metrics.registry.register(JobCollector(jobs))

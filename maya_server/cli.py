@@ -32,7 +32,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
     p.add_argument("--max-queue", dest="max_queue", help="requests allowed to wait for the engine (default 64)")
     p.add_argument("--keepalive-s", dest="keepalive_s", metavar="S",
-                   help="seconds between SSE keep-alive comments while structured output is held (default 5)")
+                   help="seconds between SSE keep-alive comments while output is held or a background reader waits (default 5)")
     p.add_argument("--kv-states", dest="kv_states", metavar="N",
                    help="embedded engine: conversations whose KV state is kept for reuse (default 8; 0 turns it off)")
     p.add_argument("--kv-states-mib", dest="kv_states_mib", metavar="MIB",

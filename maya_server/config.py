@@ -50,7 +50,8 @@ class ServerConfig:
     script_delay: float = 0.0
     max_queue: int = 64
     keepalive_s: float = 5.0
-    """The longest a stream whose output is held for validation stays silent: an SSE comment is sent then."""
+    """The longest a stream whose output is held for validation (or a background task's reader) stays silent:
+    an SSE comment is sent then."""
     kv_states: int = 8
     """Conversations whose KV the embedded engine keeps copies of (0: off)."""
     kv_states_mib: int = 256

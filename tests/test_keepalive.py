@@ -73,3 +73,13 @@ def test_leaving_during_the_hold_stops_the_engine(start_server, path):
             pass  # read until the first keep-alive, then hang up mid-hold
     assert wait_for(lambda: server.engine.cancelled == 1)
     assert wait_for(lambda: server.app.state.service.queue.busy == 0)
+
+
+def test_a_background_reader_gets_keepalives_while_the_task_holds_its_answer(start_server):
+    server = start_server([VALID], delay=DELAY, keepalive_s=INTERVAL)
+    body = {**BODIES["/v1/responses"], "background": True, "store": True}
+    lines = read_lines(server, "/v1/responses", body)
+    comments = [i for i, (_, line) in enumerate(lines) if line.startswith(":")]
+    assert len(comments) >= 4
+    assert longest_silence(lines) < 4 * INTERVAL
+    assert lines[-1][1].startswith("data: ") and '"response.completed"' in lines[-1][1]
