@@ -83,7 +83,7 @@ def _parse_tool(raw: Any, prefix: Sequence[Any]) -> FunctionTool:
 _CLIENT_HINTS = {
     "web_search": " (Codex CLI: web_search = \"disabled\" in config.toml)",
     "web_search_preview": " (Codex CLI: web_search = \"disabled\" in config.toml)",
-    "namespace": " (Codex CLI: [features] multi_agent = false in config.toml)",
+    "namespace": " (Codex CLI: [agents] enabled = false in config.toml)",
 }
 """What to set in a client known to send a tool type by default."""
 
