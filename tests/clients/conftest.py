@@ -7,7 +7,7 @@ import pytest
 from maya_server.engine.scripted import ScriptedEngine
 from tests.server import RunningServer, scripted_config
 
-from .recorder import Recorder
+from tests.recorder import Recorder
 
 CLIENT_CTX = 65536
 """Codex's first prompt alone is ~4.7k real tokens (more in the scripted engine's short pieces)."""
@@ -29,4 +29,5 @@ def maya():
     for server, _ in started:
         server.stop()
     for _, recorder in started:
+        assert recorder.exchanges, "the client sent nothing to Maya"
         recorder.check()

@@ -93,11 +93,18 @@ def no_unknown_fields(model: Any, where: str = "") -> None:
 
 
 def validate_response(data: dict) -> Response:
+    """`data` as the SDK's `Response` (every field known), valid for the Open Responses schema too,
+    and consistent (`check_response`)."""
+    response = validate_response_types(data)
+    check_response(response)
+    return response
+
+
+def validate_response_types(data: dict) -> Response:
     """`data` as the SDK's `Response` (every field known), valid for the Open Responses schema too."""
     check_response_object(data)
     response = Response.model_validate(data)
     no_unknown_fields(response, "response")
-    check_response(response)
     return response
 
 
@@ -133,8 +140,6 @@ def validate_event(raw: dict) -> Any:
     event = STREAM_EVENT.validate_python(raw)
     assert type(event) is EVENT_CLASSES[raw["type"]]
     no_unknown_fields(event, event.type)
-    if hasattr(event, "response"):
-        check_response(event.response)
     return event
 
 
