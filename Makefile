@@ -7,6 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 
 .PHONY: serve test install install-test llama-server bench bench-upstream clean
+.PHONY: node-clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +36,12 @@ llama-server: install-test
 
 test: install-test llama-server
 	$(BIN)/python -m pytest -q
+
+# The agent-client tests run Codex CLI and the Vercel AI SDK from npm, pinned by tests/clients/package-lock.json
+# and installed once with `npm ci` into ~/.cache/maya/node-clients-HASH/ (a second run finds them there).
+node-clients: install-test
+	$(BIN)/python -m tests.clients.node_packages
+test: node-clients
 
 bench: install-test
 	$(BIN)/python bench/stream_overhead.py

@@ -25,8 +25,10 @@ from .http.body import BodyLimits
 from .http.cors import JsonErrorCORSMiddleware
 from .http.errors import install_error_handlers
 from .http.guard import RequestGuard
+from .http.openapi import DOCS_URL, OPENAPI_URL, install_openapi
 from .http.shutdown import Shutdown
 from .http.status import status_router
+from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
 from .responses.resources import resources_router
@@ -47,7 +49,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         with suppress(NotFoundError):
             store.delete(job.owner, job.id)
 
-    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave)
+    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
     metrics = Metrics()
     metrics.registry.register(StoreCollector(store))
     metrics.registry.register(JobCollector(jobs))
@@ -78,7 +80,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         shutdown.begin()
         await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
 
-    app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
+    app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
     app.state.config = config
     app.state.drain = drain
@@ -87,8 +89,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.jobs = jobs
     install_error_handlers(app)
     limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
-    app.include_router(chat_router(service, config.served_model_name, limits))
-    app.include_router(responses_router(service, store, jobs, config.served_model_name, limits))
+    install_openapi(app)
+    app.include_router(chat_router(service, config.served_model_name, limits, keepalive_s=config.keepalive_s))
+    app.include_router(responses_router(service, store, jobs, config.served_model_name, limits,
+                                        keepalive_s=config.keepalive_s))
     app.include_router(resources_router(store, jobs))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
@@ -98,6 +102,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     # Outermost last: metrics see every answer, the guard refuses forged requests before CORS and
     # auth, CORS answers preflights before auth.
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)
+    app.add_middleware(WebSocketRefusal)
     if config.cors_origins:
         app.add_middleware(
             JsonErrorCORSMiddleware,

@@ -35,6 +35,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--max-json-depth", dest="max_json_depth", help="deepest JSON nesting in a request body (default 64)")
     p.add_argument("--allowed-host", dest="allowed_hosts", action="append", metavar="NAME",
                    help="Host header name accepted besides loopback names, or * for any (repeatable)")
+    p.add_argument("--keepalive-s", dest="keepalive_s", metavar="S",
+                   help="seconds between SSE keep-alive comments while output is held or a background reader waits (default 5)")
     p.add_argument("--kv-states", dest="kv_states", metavar="N",
                    help="embedded engine: conversations whose KV state is kept for reuse (default 8; 0 turns it off)")
     p.add_argument("--kv-states-mib", dest="kv_states_mib", metavar="MIB",

@@ -55,6 +55,9 @@ class ServerConfig:
     """JSON nested deeper than this in a request body is a 400 (see json_depth.py for why)."""
     allowed_hosts: tuple[str, ...] = ()
     """`Host` header names accepted besides loopback names and the listen address; `*` accepts any."""
+    keepalive_s: float = 5.0
+    """The longest a stream whose output is held for validation (or a background task's reader) stays silent:
+    an SSE comment is sent then."""
     kv_states: int = 8
     """Conversations whose KV the embedded engine keeps copies of (0: off)."""
     kv_states_mib: int = 256
@@ -184,6 +187,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "max_body_bytes": _positive_int,
     "max_json_depth": _positive_int,
     "allowed_hosts": _text_list,
+    "keepalive_s": _positive_float,
     "kv_states": _non_negative_int,
     "kv_states_mib": _non_negative_int,
     "model_name": _text,

@@ -36,8 +36,12 @@ class GenerationSettings:
     max_tokens: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    max_tool_calls: int | None = None
+    """The turn ends once this many calls are complete; a call past it is never published."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class PreparedGeneration:
     prompt_ids: list[int]
     params: SamplingParams
     stop: tuple[str, ...]
+    max_tool_calls: int | None = None
 
 
 @dataclass(frozen=True)
@@ -123,10 +128,12 @@ class GenerationService:
             max_tokens=settings.max_tokens if settings.max_tokens is not None else room,
             temperature=settings.temperature,
             top_p=settings.top_p,
+            presence_penalty=settings.presence_penalty,
+            frequency_penalty=settings.frequency_penalty,
             seed=settings.seed,
             stop_token_ids=self._stop_ids,
         )
-        return PreparedGeneration(conversation, prompt_ids, params, settings.stop)
+        return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls)
 
     def admit(self, *, bounded: bool = True) -> Admission:
         """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
@@ -139,7 +146,7 @@ class GenerationService:
             generation=generation,
             parser=self.dialect.parser(prepared.conversation, new_call_id),
             stops=StopStringMatcher(prepared.stop),
-            policy=ToolPolicy(prepared.conversation),
+            policy=ToolPolicy(prepared.conversation, prepared.max_tool_calls),
         )
         try:
             await admission.wait()
@@ -161,10 +168,14 @@ class GenerationService:
                 if any(isinstance(e, ReasoningDelta) for e in events):
                     state.reasoning_tokens += 1
                 for event in events:
+                    if state.policy.done:
+                        break  # the turn is over; nothing after its last call is published
                     failure = state.policy.check(event)
                     if failure is not None:
                         yield Failed(failure, state.usage())
                         return
+                    if state.policy.over_limit:
+                        break
                     yield event
                 if state.stops.matched or state.policy.done:
                     break
@@ -182,8 +193,10 @@ class GenerationService:
     def _finish(state: "_RunState") -> list[PipelineEvent]:
         ended_by_limit = state.generation.stats.finish_reason == "length"
         tail = state.parser.feed(state.stops.flush()) if not state.stops.matched else []
+        # A turn ended at a call limit drops what the model wrote after it, a call it began included.
+        rest = [] if state.policy.over_limit else tail + state.parser.finish("length" if ended_by_limit else "stop")
         events: list[PipelineEvent] = []
-        for event in tail + state.parser.finish("length" if ended_by_limit else "stop"):
+        for event in rest:
             failure = state.policy.check(event)
             if failure is not None:
                 return events + [Failed(failure, state.usage())]
@@ -219,10 +232,17 @@ class _RunState:
 
 
 class ToolPolicy:
-    """Checks each parser event against the request's tools and tool_choice."""
+    """Checks each parser event against the request's tools, tool_choice and call limit.
 
-    def __init__(self, conversation: Conversation) -> None:
+    `done` means the turn is over: after the first complete call when parallel calls are off,
+    after `max_calls` complete calls, or when a call beyond the limit begins (`over_limit`: that
+    call and whatever follows it are dropped).
+    """
+
+    def __init__(self, conversation: Conversation, max_calls: int | None = None) -> None:
         self._conversation = conversation
+        self._max_calls = max_calls
+        self.over_limit = False
         choice = conversation.tool_choice
         self._named = choice.name if isinstance(choice, NamedToolChoice) else None
         self.requires_call = choice == "required" or self._named is not None
@@ -231,12 +251,16 @@ class ToolPolicy:
 
     def check(self, event: ParserEvent) -> MayaError | None:
         if isinstance(event, ToolCallStarted):
+            if self._max_calls is not None and self.calls_finished >= self._max_calls:
+                self.over_limit = self.done = True
+                return None
             return self._check_call(event.name)
         if isinstance(event, ToolCallInvalid) and event.reason != "truncated":
             return ToolPolicyError(f"the model produced an invalid tool call ({event.reason}): {event.detail}")
         if isinstance(event, ToolCallFinished):
             self.calls_finished += 1
-            self.done = not self._conversation.parallel_tool_calls
+            at_limit = self._max_calls is not None and self.calls_finished >= self._max_calls
+            self.done = at_limit or not self._conversation.parallel_tool_calls
         return None
 
     def _check_call(self, name: str) -> MayaError | None:

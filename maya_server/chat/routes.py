@@ -14,26 +14,36 @@ from ..http.disconnect import ClientGone, until_disconnected
 from ..http.errors import error_response
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
+from ..responses.publish_gate import gated
 from .assembler import ChatAssembler
 from .convert import to_conversation, to_settings
 from .request import parse_chat_request
+from .structured import check_strict_tools, parse_response_format, publish_gate
 
 
-def chat_router(service: GenerationService, model_name: str, limits: BodyLimits) -> APIRouter:
+def chat_router(service: GenerationService, model_name: str, limits: BodyLimits, *, keepalive_s: float) -> APIRouter:
+    """`keepalive_s`: while a stream's output is held for validation, the longest silence before a comment line."""
     router = APIRouter()
 
     @router.post("/v1/chat/completions")
     async def create_chat_completion(request: Request) -> Response:
         (body, messages), large = await read_json(request, limits, parse_chat_request)
-        prepared = await off_loop(large, lambda: service.prepare(to_conversation(body, messages), to_settings(body)))
+        output_format = parse_response_format(body.response_format)
+        check_strict_tools(body)
+        prepared = await off_loop(large, lambda: service.prepare(
+            to_conversation(body, messages, output_format=output_format), to_settings(body)
+        ))
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         assembler = ChatAssembler(model_name, include_usage=include_usage)
+        gate = publish_gate(body, output_format)
         admission = service.admit()  # a full queue is a 429 here, before any byte of a stream
+        events = gated(service.run(prepared, admission), gate)
         if body.stream:
-            return EventStreamResponse(_stream(service.run(prepared, admission), assembler), on_close=admission.release,
-                                       farewell=lambda: encode_event(shutdown_error().body()))
+            return EventStreamResponse(_stream(events, assembler), on_close=admission.release,
+                                       farewell=lambda: encode_event(shutdown_error().body()),
+                                       keepalive=keepalive_s if gate.active else None)
         try:
-            await until_disconnected(request, _drain(service.run(prepared, admission), assembler))
+            await until_disconnected(request, _drain(events, assembler))
         except ClientGone:
             return Response(status_code=499)  # nobody is listening; the engine was stopped
         finally:
@@ -51,11 +61,14 @@ async def _drain(events: AsyncIterator[PipelineEvent], assembler: ChatAssembler)
 
 
 async def _stream(events: AsyncIterator[PipelineEvent], assembler: ChatAssembler) -> AsyncIterator[bytes]:
-    yield encode_event(assembler.opening_chunk())
-    async for event in events:
-        for chunk in assembler.on_event(event):
-            yield encode_event(chunk)
-        if isinstance(event, Failed):
-            yield encode_event(event.error.body())
-            return
-    yield encode_event("[DONE]")
+    try:
+        yield encode_event(assembler.opening_chunk())
+        async for event in events:
+            for chunk in assembler.on_event(event):
+                yield encode_event(chunk)
+            if isinstance(event, Failed):
+                yield encode_event(event.error.body())
+                return
+        yield encode_event("[DONE]")
+    finally:
+        await events.aclose()  # stops the engine, however the stream ended

@@ -29,6 +29,9 @@ class SamplingParams:
     max_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    """OpenAI's penalties (-2..2) on tokens already generated: once present, and per occurrence."""
     seed: int | None = None
     stop_token_ids: frozenset[int] = frozenset()
     """Tokens that end the turn besides the model's own end-of-generation tokens; never yielded."""

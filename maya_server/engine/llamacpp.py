@@ -152,6 +152,8 @@ class LlamaCppEngine(Engine):
             top_k=0 if params.temperature > 0 else 1,
             min_p=0.0,
             repeat_penalty=1.0,
+            presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty,
             reset=False,  # the KV already holds exactly prompt[:reuse]
         )
 

@@ -52,6 +52,8 @@ def completion_request(
         "max_tokens": params.max_tokens,
         "temperature": params.temperature,
         "top_p": params.top_p,
+        "presence_penalty": params.presence_penalty,
+        "frequency_penalty": params.frequency_penalty,
         "stream": True,
         "stream_options": {"include_usage": True},
     }

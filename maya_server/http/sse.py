@@ -8,6 +8,7 @@ for the client's disconnect; a disconnect cancels the iterator at once, whose
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, AsyncGenerator, Awaitable, Callable
 
 import orjson
@@ -42,6 +43,9 @@ class EventStreamResponse(Response):
     `Shutdown`, found in the request's lifespan state): the events are closed, which stops the
     engine, and the bytes it returns (the API's terminal event) end the stream. Without it (a
     background reader) the stream runs on until its job, cancelled by the shutdown, ends it.
+    `keepalive` (seconds), when given, sends an SSE comment line whenever no event has come for that
+    long (output held for validation), so clients with a read timeout keep waiting; the comment is
+    ignored by every SSE parser.
     """
 
     def __init__(
@@ -51,8 +55,10 @@ class EventStreamResponse(Response):
         on_close: Callable[[], None] | None = None,
         write_timeout: float | None = None,
         farewell: Callable[[], bytes] | None = None,
+        keepalive: float | None = None,
     ) -> None:
         self.events = events
+        self.keepalive = keepalive
         self.status_code = status_code
         self.on_close = on_close
         self.write_timeout = write_timeout
@@ -85,8 +91,10 @@ class EventStreamResponse(Response):
             return  # the socket closed under us, or stopped taking data: same as a disconnect
 
     async def _send_events(self, send: Send) -> None:
-        async for chunk in self.events:
-            await self._write(send, chunk)
+        chunks = self.events if self.keepalive is None else with_keepalives(self.events, self.keepalive)
+        async with contextlib.aclosing(chunks):  # a keep-alive wrapper lets go of `events` first
+            async for chunk in chunks:
+                await self._write(send, chunk)
 
     async def _write(self, send: Send, chunk: bytes) -> None:
         if chunk:
@@ -112,3 +120,31 @@ async def _unless_shutdown(work: Awaitable[None], shutdown: "Shutdown") -> bool:
         return False
     task.result()
     return True
+
+
+KEEPALIVE_COMMENT = b": keep-alive\n\n"
+
+
+async def with_keepalives(events: AsyncGenerator[bytes, None], interval: float) -> AsyncGenerator[bytes, None]:
+    """`events`, with a keep-alive comment after every `interval` seconds without one. The pending
+    `__anext__` runs as a task that a timeout never cancels, so the event generator is not disturbed."""
+    pending: asyncio.Future | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(events.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield KEEPALIVE_COMMENT
+                continue
+            try:
+                chunk = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield chunk
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending

@@ -89,7 +89,7 @@ def not_streamable(response_id: str) -> ConflictError:
 def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Response:
     """The SSE response of one admitted reader; its slot is freed when the stream ends."""
     return EventStreamResponse(job.log.follow(cursor), on_close=reading.close,
-                               write_timeout=jobs.settings.stream_timeout_s)
+                               write_timeout=jobs.settings.stream_timeout_s, keepalive=jobs.keepalive_s)
 
 
 def _cursor(raw: str | None) -> int:

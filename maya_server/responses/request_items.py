@@ -160,7 +160,10 @@ def parse_item(raw: Any, prefix: Sequence[Any]) -> InputItem:
 def _unsupported_item(raw: dict, kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
     if kind == "item_reference" or (kind is None and "id" in raw):
         return InvalidRequestError(
-            "Item references are not supported: send the full item instead of its id.", param=path(prefix, "type")
+            "Item references are not supported: send the full item instead of its id, or continue a stored "
+            "response with 'previous_response_id'. (The Vercel AI SDK sends references unless its OpenAI "
+            "provider is given providerOptions: {openai: {store: false}}.)",
+            param=path(prefix, "type"),
         )
     if kind is None:
         return InvalidRequestError(f"Missing required parameter: '{path(prefix, 'type')}'.", param=path(prefix, "type"))

@@ -76,8 +76,16 @@ def _parse_tool(raw: Any, prefix: Sequence[Any]) -> FunctionTool:
             param=path(prefix, "allowed_callers"),
         )
     if tool.strict:
-        _check_strict_parameters(tool, prefix)
+        check_strict_parameters(tool.parameters, path(prefix, "parameters"))
     return tool
+
+
+_CLIENT_HINTS = {
+    "web_search": " (Codex CLI: web_search = \"disabled\" in config.toml)",
+    "web_search_preview": " (Codex CLI: web_search = \"disabled\" in config.toml)",
+    "namespace": " (Codex CLI: [agents] enabled = false in config.toml)",
+}
+"""What to set in a client known to send a tool type by default."""
 
 
 def _unsupported_tool(kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
@@ -85,21 +93,21 @@ def _unsupported_tool(kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
     if kind is None:
         return InvalidRequestError(f"Missing required parameter: '{where}'.", param=where)
     return InvalidRequestError(
-        f"Tool type {kind!r} is not supported: Maya serves only 'function' tools; "
-        "hosted, custom and namespace tools are not available.",
+        f"Tool type {kind!r} is not supported: Maya serves only 'function' tools; hosted, custom and "
+        f"namespace tools are not available. Leave them out of 'tools'{_CLIENT_HINTS.get(kind, '')}.",
         param=where,
     )
 
 
-def _check_strict_parameters(tool: FunctionTool, prefix: Sequence[Any]) -> None:
-    where = path(prefix, "parameters")
-    if tool.parameters is None:
+def check_strict_parameters(parameters: dict | None, where: str) -> None:
+    """A strict function's parameters: present, and inside the strict schema subset (both APIs)."""
+    if parameters is None:
         raise InvalidRequestError(
             f"'{where}' is required when 'strict' is true; for a function without arguments send "
             '{"type": "object", "properties": {}, "additionalProperties": false}.',
             param=where,
         )
-    check_schema(tool.parameters, strict=True, param=where)
+    check_schema(parameters, strict=True, param=where)
 
 
 def parse_tool_choice(raw: Any, prefix: Sequence[Any] = ("tool_choice",)) -> ToolChoice:

@@ -15,6 +15,7 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from ..errors import InvalidRequestError
 from ..generation import GenerationService, PipelineEvent
 from ..http.body import BodyLimits, off_loop, read_json
 from ..http.disconnect import ClientGone, until_disconnected
@@ -23,7 +24,7 @@ from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
 from .background import start_job
 from .convert import to_conversation, to_settings
-from .publish_gate import PublishGate
+from .publish_gate import PublishGate, gated
 from .jobs import JobManager
 from .request import ResponsesRequest, parse_responses_request
 from .store import ResponseStore
@@ -32,7 +33,9 @@ from .structured import StructuredValidator
 
 def responses_router(
     service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str, limits: BodyLimits,
+    *, keepalive_s: float,
 ) -> APIRouter:
+    """`keepalive_s`: while a stream's output is held for validation, the longest silence before a comment line."""
     router = APIRouter()
 
     @router.post("/v1/responses")
@@ -50,10 +53,11 @@ def responses_router(
             turn.release()
             raise
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
+        gate = _gate(body)
         if admission is None:
-            generate = lambda: _gated(service.run(prepared, service.admit(bounded=False)), _gate(body))  # noqa: E731
+            generate = lambda: gated(service.run(prepared, service.admit(bounded=False)), gate)  # noqa: E731
             return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
-        events = _gated(service.run(prepared, admission), _gate(body))
+        events = gated(service.run(prepared, admission), gate)
 
         def release() -> None:
             admission.release()
@@ -61,7 +65,8 @@ def responses_router(
 
         if body.stream:
             return EventStreamResponse(_stream(assembler, events), on_close=release,
-                                       farewell=lambda: _encoded(assembler.interrupted(shutdown_error())))
+                                       farewell=lambda: _encoded(assembler.interrupted(shutdown_error())),
+                                       keepalive=keepalive_s if gate.active else None)
         try:
             await until_disconnected(request, _drain(assembler, events))
         except ClientGone:
@@ -70,21 +75,20 @@ def responses_router(
             release()
         return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
 
+    @router.post("/v1/responses/compact")
+    async def compact_response() -> Response:
+        raise InvalidRequestError(
+            "Compaction is not supported: Maya does not compact context on the server. Send the history you "
+            "want the model to see in 'input', or continue a stored response with 'previous_response_id'.",
+            code="unsupported_endpoint",
+        )
+
     return router
 
 
 def _gate(body: ResponsesRequest) -> PublishGate:
     tools = {t.name: v for t in body.tools if (v := StructuredValidator.for_tool(t)) is not None}
     return PublishGate(StructuredValidator.for_format(body.output_format), tools)
-
-
-async def _gated(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> AsyncIterator[PipelineEvent]:
-    try:
-        async for event in events:
-            for released in gate.feed(event):
-                yield released
-    finally:
-        await events.aclose()
 
 
 async def _drain(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> None:
