@@ -26,6 +26,9 @@ from .http.errors import install_error_handlers
 from .http.status import status_router
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
+from .mcp.connection import McpSettings
+from .mcp.hub import McpCollector, McpHub
+from .mcp.routes import mcp_router
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
@@ -60,11 +63,20 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
+    hub = McpHub(config.mcp_servers, McpSettings(
+        call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
+        start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts,
+    ))
+    metrics.registry.register(McpCollector(hub))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        yield
-        await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
+        await hub.start()
+        try:
+            yield
+        finally:
+            await hub.stop()  # stops every MCP server process and session, even if the jobs fail to stop
+            await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
                   lifespan=lifespan)
@@ -72,13 +84,15 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.service = service
     app.state.store = store
     app.state.jobs = jobs
+    app.state.mcp = hub
     install_error_handlers(app)
-    app.include_router(chat_router(service, config.served_model_name))
+    app.include_router(chat_router(service, config.served_model_name, hub, config.mcp_max_rounds))
+    app.include_router(mcp_router(hub))
     app.include_router(responses_router(service, store, jobs, config.served_model_name))
     app.include_router(resources_router(store, jobs))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
-        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}},
+        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
     ))
 
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)

@@ -4,7 +4,9 @@
                 ─► engine slot (FIFO) ─► engine tokens ─► stop strings
                 ─► dialect parser ─► tool policy ─► neutral events      (run)
 
-`run` yields the parser's events, then exactly one `Finished` or `Failed`.
+`run` yields the parser's events, then exactly one `Finished` or `Failed`; with
+`report_progress` it first yields `PromptProgress` (the engine's own, or a
+synthesized start and end for engines that report nothing).
 Tool policy lives here because it is the same for every API: a call to an
 undeclared or disallowed function fails the generation, `parallel_tool_calls`
 false ends it at the first complete call, required/named choices must produce
@@ -21,6 +23,7 @@ from typing import AsyncIterator, Literal, Union
 from .conversation import Conversation, NamedToolChoice
 from .dialects.base import Dialect, StreamParser
 from .engine.base import Engine, Generation, GenerationStats, SamplingParams
+from .engine.progress import PromptProgress
 from .engine.fifo import EngineQueue
 from .errors import ContextLengthExceeded, EngineError, MayaError
 from .events import ParserEvent, ReasoningDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
@@ -35,6 +38,7 @@ class GenerationSettings:
     top_p: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    report_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class PreparedGeneration:
     prompt_ids: list[int]
     params: SamplingParams
     stop: tuple[str, ...]
+    report_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ class Failed:
     usage: Usage
 
 
-PipelineEvent = Union[ParserEvent, Finished, Failed]
+PipelineEvent = Union[ParserEvent, PromptProgress, Finished, Failed]
 
 
 class ToolPolicyError(MayaError):
@@ -123,10 +128,11 @@ class GenerationService:
             seed=settings.seed,
             stop_token_ids=self._stop_ids,
         )
-        return PreparedGeneration(conversation, prompt_ids, params, settings.stop)
+        return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.report_progress)
 
     async def run(self, prepared: PreparedGeneration) -> AsyncIterator[PipelineEvent]:
-        generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params)
+        generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
+                                report_progress=prepared.report_progress)
         state = _RunState(
             generation=generation,
             parser=self.dialect.parser(prepared.conversation, new_call_id),
@@ -143,9 +149,17 @@ class GenerationService:
 
     async def _generate(self, state: "_RunState") -> AsyncIterator[PipelineEvent]:
         started = time.perf_counter()
+        synthesized = _SynthesizedProgress(state.generation, started) if self._synthesizes_progress(state) else None
+        if synthesized is not None:
+            yield synthesized.start()
         tokens = self.engine.generate(state.generation)
         try:
             async for token in tokens:
+                if isinstance(token, PromptProgress):
+                    yield token
+                    continue
+                if synthesized is not None and not synthesized.ended:
+                    yield synthesized.end()
                 if state.generation.stats.generated_tokens == 1:
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                 events = state.parser.feed(state.stops.feed(token.text))
@@ -164,10 +178,15 @@ class GenerationService:
             return
         finally:
             await tokens.aclose()  # closing the engine's stream stops it, whoever ended the turn
+        if synthesized is not None and not synthesized.ended:
+            yield synthesized.end()  # a turn that produced no token still finished its prompt
         if state.stops.matched or state.policy.done:
             state.generation.stats.finish_reason = "stop"  # we ended the turn, not the client
         for event in self._finish(state):
             yield event
+
+    def _synthesizes_progress(self, state: "_RunState") -> bool:
+        return state.generation.report_progress and not self.engine.reports_prompt_progress
 
     @staticmethod
     def _finish(state: "_RunState") -> list[PipelineEvent]:
@@ -207,6 +226,26 @@ class _RunState:
     def usage(self) -> Usage:
         stats = self.generation.stats
         return Usage(stats.prompt_tokens, stats.cached_tokens, stats.generated_tokens, self.reasoning_tokens)
+
+
+class _SynthesizedProgress:
+    """Prompt progress for an engine that reports none: nothing processed when the generation starts,
+    the whole prompt (with the engine's cached count) once its first token arrives."""
+
+    def __init__(self, generation: Generation, started: float) -> None:
+        self._generation = generation
+        self._started = started
+        self.ended = False
+
+    def start(self) -> PromptProgress:
+        return PromptProgress(total=len(self._generation.prompt_ids), cache=0, processed=0, time_ms=0)
+
+    def end(self) -> PromptProgress:
+        self.ended = True
+        total = len(self._generation.prompt_ids)
+        cache = min(self._generation.stats.cached_tokens, total)
+        elapsed_ms = int((time.perf_counter() - self._started) * 1000)
+        return PromptProgress(total=total, cache=cache, processed=total, time_ms=elapsed_ms)
 
 
 class ToolPolicy:

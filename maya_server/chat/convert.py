@@ -35,6 +35,7 @@ def to_settings(request: wire.ChatRequest) -> GenerationSettings:
         top_p=1.0 if request.top_p is None else float(request.top_p),
         seed=request.seed,
         stop=stop,
+        report_progress=bool(request.return_progress and request.stream),  # no effect without a stream
     )
 
 
