@@ -69,7 +69,7 @@ class ServerConfig:
     mcp_start_timeout: float = 20.0
     """Seconds to start an MCP server (spawn or connect, handshake, tool listing)."""
     mcp_restarts: int = 3
-    """Restarts in a row of a server that keeps dying before it is given up (its calls then fail with a 503)."""
+    """Failed starts in a row an MCP server is allowed before it is given up (its calls then fail with a 503)."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
