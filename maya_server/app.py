@@ -65,7 +65,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
     hub = McpHub(config.mcp_servers, McpSettings(
         call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
-        start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts,
+        start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,
     ))
     metrics.registry.register(McpCollector(hub))
 

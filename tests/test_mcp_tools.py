@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -173,6 +174,26 @@ def test_a_slow_tool_times_out_and_is_cancelled_on_the_server(mcp_server, tmp_pa
     assert wait_for(lambda: (tmp_path / "slow-cancelled").exists())
 
 
+def test_calls_beyond_the_concurrency_limit_are_answered_busy(mcp_server, tmp_path):
+    """One call at a time: the first runs (and times out after 1 s), the second waits its turn, the
+    third finds no room within its 1 s."""
+    server = mcp_server([call("slow", seconds=5)] * 3 + ["done"], mcp_max_calls=1, mcp_call_timeout=1.0)
+    mcp_status = lambda: server.http().get("/v1/status").json()["mcp"]
+    ask = lambda: server.client().chat.completions.create(model="m", messages=ASK, extra_body=MCP)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(ask)
+        assert wait_for(lambda: (tmp_path / "slow-started").exists())
+        second = pool.submit(ask)
+        assert wait_for(lambda: mcp_status()["calls_waiting"] == 1)
+        third = ask()
+        results = [f.result(timeout=30).model_extra["strata_mcp"]["calls"][0]["result"] for f in (first, second)]
+    assert all("did not finish within 1s" in r for r in results)
+    [record] = third.model_extra["strata_mcp"]["calls"]
+    assert record["is_error"] is True and "1 MCP calls at once" in record["result"]
+    assert mcp_status()["busy"] == 1
+    assert "maya:mcp_calls_busy_total 1.0" in server.http().get("/metrics/prometheus").text
+
+
 def test_an_oversized_result_becomes_an_error_result(mcp_server):
     server = mcp_server([call("big", size=5000), "Too big."], mcp_result_bytes=1000)
     completion = server.client().chat.completions.create(model="m", messages=ASK, extra_body=MCP)
@@ -238,7 +259,8 @@ def test_status_lists_the_servers_and_their_tools_without_commands(mcp_server):
     assert {t["name"] for t in entry["tools"]} == {"add", "echo", "fail", "slow", "crash", "big"}
     assert TOOL_SERVER not in json.dumps(listing) and sys.executable not in json.dumps(listing)
     status = server.http().get("/v1/status").json()
-    assert status["mcp"] == {"tools": {"state": "ready", "tools": 6}}
+    assert status["mcp"] == {"servers": {"tools": {"state": "ready", "tools": 6}}, "calls_in_flight": 0,
+                             "calls_waiting": 0, "max_calls": 16, "busy": 0}
     metrics = server.http().get("/metrics/prometheus").text
     assert 'maya:mcp_server_up{server="tools"} 1.0' in metrics
 

@@ -51,6 +51,7 @@ class McpSettings:
     result_bytes: int = 65536
     start_timeout: float = 20.0
     restarts: int = 3
+    max_calls: int = 16
 
 
 @dataclass(frozen=True)

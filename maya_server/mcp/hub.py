@@ -3,6 +3,8 @@
 The hub is what the tool loop talks to: the tools on offer (by the name the
 model calls), and `call` to run one. A tool name offered by two servers goes
 to the first configured; the other is listed as shadowed and never offered.
+At most `max_calls` calls run at once over all servers; a call that gets no
+turn within `call_timeout` is answered `busy` (an error result the model sees).
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ class McpHub:
     def __init__(self, specs: Sequence[McpServerSpec], settings: McpSettings) -> None:
         self.settings = settings
         self.connections = [McpConnection(spec, settings) for spec in specs]
+        self._permits = asyncio.Semaphore(settings.max_calls)
+        self.in_flight = 0
+        self.waiting = 0
+        self.busy = 0
 
     def __repr__(self) -> str:
         return f"McpHub({self.connections!r})"
@@ -51,14 +57,31 @@ class McpHub:
 
     async def call(self, tool: McpTool, arguments: dict[str, Any]) -> ToolOutcome:
         """Run `tool` on its server; raises `McpServerGone` (503) only for a server given up."""
-        return await self._connection(tool.server).call(tool.name, arguments)
+        self.waiting += 1
+        try:
+            async with asyncio.timeout(self.settings.call_timeout):
+                await self._permits.acquire()
+        except TimeoutError:
+            self.busy += 1
+            return ToolOutcome(f"The server runs {self.settings.max_calls} MCP calls at once and had no room for "
+                               f"{tool.name!r} within {self.settings.call_timeout:g}s.", True)
+        finally:
+            self.waiting -= 1
+        self.in_flight += 1
+        try:
+            return await self._connection(tool.server).call(tool.name, arguments)
+        finally:
+            self.in_flight -= 1
+            self._permits.release()
 
     def _connection(self, name: str) -> McpConnection:
         return next(c for c in self.connections if c.spec.name == name)
 
     def summary(self) -> dict:
-        """For /v1/status: each server's state and tool count."""
-        return {c.spec.name: {"state": c.state.value, "tools": len(c.tools)} for c in self.connections}
+        """For /v1/status: each server's state and tool count, and the calls running."""
+        servers = {c.spec.name: {"state": c.state.value, "tools": len(c.tools)} for c in self.connections}
+        return {"servers": servers, "calls_in_flight": self.in_flight, "calls_waiting": self.waiting,
+                "max_calls": self.settings.max_calls, "busy": self.busy}
 
     def describe(self) -> dict:
         servers = [c.describe() for c in self.connections]
@@ -82,10 +105,14 @@ class McpCollector:
         up = GaugeMetricFamily("maya:mcp_server_up", "Whether the MCP server is connected and ready", labels=["server"])
         restarts = CounterMetricFamily("maya:mcp_server_restarts", "Times the MCP server was started again", labels=["server"])
         calls = CounterMetricFamily("maya:mcp_tool_calls", "MCP tool calls by outcome", labels=["server", "outcome"])
+        in_flight = GaugeMetricFamily("maya:mcp_calls_in_flight", "MCP tool calls running", value=self._hub.in_flight)
+        waiting = GaugeMetricFamily("maya:mcp_calls_waiting", "MCP tool calls waiting for room", value=self._hub.waiting)
+        busy = CounterMetricFamily("maya:mcp_calls_busy", "MCP tool calls refused for want of room",
+                                   value=self._hub.busy)
         for connection in self._hub.connections:
             name = connection.spec.name
             up.add_metric([name], 1.0 if connection.state is McpState.READY else 0.0)
             restarts.add_metric([name], connection.restarts)
             for outcome, count in connection.calls.items():
                 calls.add_metric([name, outcome], count)
-        return [up, restarts, calls]
+        return [up, restarts, calls, in_flight, waiting, busy]
