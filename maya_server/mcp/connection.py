@@ -110,11 +110,15 @@ class McpConnection:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """Run one tool; every failure but a server given up becomes an error result the model sees."""
-        client = await self._ready_client()
+        client, lost = await self._ready_client()
+        if client is None:
+            self._count("unavailable")
+            return ToolOutcome(f"The MCP server {self.spec.name!r} is {self.state.value} and was not ready within "
+                               f"{self.settings.start_timeout:g}s.", True)
         started = time.monotonic()
         try:
-            async with asyncio.timeout(self.settings.call_timeout):
-                result = await client.call_tool(name, arguments)
+            async with asyncio.timeout(self.settings.call_timeout):  # ours fires first: the SDK's is a second longer
+                result = await client.call_tool(name, arguments, read_timeout_seconds=self.settings.call_timeout + 1)
             outcome = outcome_of(result, self.settings.result_bytes)
             self._count("error" if outcome.is_error else "ok")
             return outcome
@@ -123,25 +127,27 @@ class McpConnection:
             return ToolOutcome(f"The tool {name!r} did not finish within {self.settings.call_timeout:g}s and was cancelled.", True)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                return self._lost_during_call(name)
+                return self._lost_during_call(name, lost)
             self._count("error")
             return limited(f"The MCP server {self.spec.name!r} refused the call: {exc.message}", True, self.settings.result_bytes)
         except Exception as exc:  # the transport broke: the server crashed or went away mid-call
             log.warning("MCP server %s failed during a call after %.1fs: %s", self.spec.name, time.monotonic() - started,
                         type(exc).__name__)
-            return self._lost_during_call(name)
+            return self._lost_during_call(name, lost)
 
-    def _lost_during_call(self, name: str) -> ToolOutcome:
+    def _lost_during_call(self, name: str, lost: asyncio.Event) -> ToolOutcome:
+        """`lost` belongs to the connection the call was made on, so a late failure never drops a newer one."""
         self._count("crashed")
-        self._lost.set()
+        lost.set()
         return ToolOutcome(f"The MCP server {self.spec.name!r} stopped while running {name!r}; it is being restarted.", True)
 
-    async def _ready_client(self) -> Client:
+    async def _ready_client(self) -> tuple[Client | None, asyncio.Event]:
+        """The live client (None while a restart takes longer than `start_timeout`); a server given up raises."""
         if self.state is not McpState.READY:
             await self.wait_settled(self.settings.start_timeout)
-        if self.state is McpState.FAILED or self.state is McpState.STOPPED or self._client is None:
+        if self.state in (McpState.FAILED, McpState.STOPPED):
             raise McpServerGone(f"The MCP server {self.spec.name!r} is not available ({self.state.value}).")
-        return self._client
+        return self._client, self._lost
 
     def _count(self, outcome: str) -> None:
         self.calls[outcome] = self.calls.get(outcome, 0) + 1
