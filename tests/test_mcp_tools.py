@@ -297,3 +297,22 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return not Path(f"/proc/{pid}/status").read_text().count("zombie")
+
+
+def test_the_loop_speaks_every_dialect_glm_too(start_server, tmp_path):
+    glm_call = "Adding.</think><tool_call>add<arg_key>a</arg_key><arg_value>2</arg_value><arg_key>b</arg_key><arg_value>3</arg_value></tool_call>"
+    server = start_server([glm_call, "Done.</think>Five."], family="glm", mcp_servers=(stdio_spec(tmp_path),))
+    completion = server.client().chat.completions.create(model="m", messages=ASK, extra_body=MCP)
+    assert completion.model_extra["strata_mcp"]["calls"][0]["result"] == "5"
+    assert completion.choices[0].message.content == "Five."
+    assert "<|observation|>" in server.engine.last_prompt_text and "5" in server.engine.last_prompt_text.split("<|observation|>")[-1]
+
+
+def test_a_tool_name_offered_twice_goes_to_the_first_server(start_server, tmp_path):
+    twin = McpServerSpec("twin", command=sys.executable, args=(TOOL_SERVER,), env={"MCP_TEST_MARKERS": str(tmp_path)})
+    server = start_server([call("add", a=1, b=2), "3."], mcp_servers=(stdio_spec(tmp_path), twin))
+    completion = server.client().chat.completions.create(model="m", messages=ASK, extra_body=MCP)
+    assert completion.model_extra["strata_mcp"]["calls"][0]["server"] == "tools"
+    assert server.engine.last_prompt_text.count("Add two integers") == 1
+    second = server.http().get("/v1/mcp").json()["data"][1]
+    assert {t.get("shadowed_by") for t in second["tools"]} == {"tools"}
