@@ -5,4 +5,7 @@
     hub.py         every configured server, started with the app and stopped on shutdown
     results.py     an MCP tool result → the text the model sees
     events.py      the neutral events the tool loop adds to a generation's events
+    routes.py      GET /v1/mcp
+
+The loop itself (generate, run the calls, generate again) is `chat/mcp_loop.py`.
 """
