@@ -175,9 +175,9 @@ def test_a_slow_tool_times_out_and_is_cancelled_on_the_server(mcp_server, tmp_pa
 
 
 def test_calls_beyond_the_concurrency_limit_are_answered_busy(mcp_server, tmp_path):
-    """One call at a time: the first runs (and times out after 1 s), the second waits its turn, the
-    third finds no room within its 1 s."""
-    server = mcp_server([call("slow", seconds=5)] * 3 + ["done"], mcp_max_calls=1, mcp_call_timeout=1.0)
+    """One call at a time: the first runs (and times out after 3 s), the second waits its turn, the
+    third finds no room within its 3 s."""
+    server = mcp_server([call("slow", seconds=30)] * 3 + ["done"], mcp_max_calls=1, mcp_call_timeout=3.0)
     mcp_status = lambda: server.http().get("/v1/status").json()["mcp"]
     ask = lambda: server.client().chat.completions.create(model="m", messages=ASK, extra_body=MCP)
     with ThreadPoolExecutor(2) as pool:
@@ -187,7 +187,7 @@ def test_calls_beyond_the_concurrency_limit_are_answered_busy(mcp_server, tmp_pa
         assert wait_for(lambda: mcp_status()["calls_waiting"] == 1)
         third = ask()
         results = [f.result(timeout=30).model_extra["strata_mcp"]["calls"][0]["result"] for f in (first, second)]
-    assert all("did not finish within 1s" in r for r in results)
+    assert all("did not finish within 3s" in r for r in results)
     [record] = third.model_extra["strata_mcp"]["calls"]
     assert record["is_error"] is True and "1 MCP calls at once" in record["result"]
     assert mcp_status()["busy"] == 1
