@@ -31,6 +31,9 @@ from .http.status import status_router
 from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
+from .mcp.connection import McpSettings
+from .mcp.hub import McpCollector, McpHub
+from .mcp.routes import mcp_router
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
@@ -65,6 +68,11 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
+    hub = McpHub(config.mcp_servers, McpSettings(
+        call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
+        start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,
+    ))
+    metrics.registry.register(McpCollector(hub))
 
     shutdown = Shutdown()
 
@@ -76,9 +84,13 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        yield {"shutdown": shutdown}  # Starlette copies lifespan state into every request's scope
-        shutdown.begin()
-        await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
+        await hub.start()
+        try:
+            yield {"shutdown": shutdown}  # Starlette copies lifespan state into every request's scope
+        finally:
+            shutdown.begin()
+            await hub.stop()  # stops every MCP server process and session, even if the jobs fail to stop
+            await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
 
     app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
@@ -87,16 +99,19 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.service = service
     app.state.store = store
     app.state.jobs = jobs
+    app.state.mcp = hub
     install_error_handlers(app)
     limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
     install_openapi(app)
-    app.include_router(chat_router(service, config.served_model_name, limits, keepalive_s=config.keepalive_s))
+    app.include_router(chat_router(service, config.served_model_name, limits, hub,
+                                   mcp_max_rounds=config.mcp_max_rounds, keepalive_s=config.keepalive_s))
+    app.include_router(mcp_router(hub))
     app.include_router(responses_router(service, store, jobs, config.served_model_name, limits,
                                         keepalive_s=config.keepalive_s))
     app.include_router(resources_router(store, jobs))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
-        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}},
+        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
     ))
 
     # Outermost last: metrics see every answer, the guard refuses forged requests before CORS and

@@ -49,6 +49,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     up.add_argument("--upstream-connect-timeout", dest="upstream_connect_timeout", metavar="S", help="seconds to connect (default 5)")
     up.add_argument("--upstream-read-timeout", dest="upstream_read_timeout", metavar="S", help="seconds to wait for the next streamed token (default 600)")
     up.add_argument("--tokenizer", metavar="DIR", help="model directory with the tokenizer.json the engine's model uses")
+    mcp = p.add_argument_group("MCP tools for Chat Completions requests with strata_mcp: true")
+    mcp.add_argument("--mcp-config", dest="mcp_config", metavar="FILE",
+                     help='JSON file with the "mcpServers" object MCP clients use ({name: {command, args, env, cwd} or {url, headers}})')
+    mcp.add_argument("--mcp-call-timeout", dest="mcp_call_timeout", metavar="S", help="seconds one tool call may take (default 30)")
+    mcp.add_argument("--mcp-max-rounds", dest="mcp_max_rounds", metavar="N", help="rounds of tool calls in one turn (default 8)")
     return p
 
 

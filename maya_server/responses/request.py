@@ -87,6 +87,8 @@ class ResponsesRequest(Wire):
     moderation: Any = None
     image: Any = None
     access_programs: Any = None
+    return_progress: Any = None
+    strata_mcp: Any = None
 
     @field_validator("input", mode="before")
     @classmethod
@@ -133,6 +135,8 @@ _UNSUPPORTED_FIELDS = {
     "moderation": "Maya does not run moderation.",
     "image": "images are encoded with the server's vision encoder settings.",
     "access_programs": "Maya has no access programs.",
+    "return_progress": "it is a Maya extension of /v1/chat/completions only.",
+    "strata_mcp": "it is a Maya extension of /v1/chat/completions only.",
 }
 _UNSUPPORTED_REASONING = {
     "summary": "Maya returns plain reasoning text, not generated summaries; omit it "
