@@ -11,6 +11,7 @@ ROUTES = {
     ("/v1/responses/{response_id}", "get"), ("/v1/responses/{response_id}", "delete"),
     ("/v1/responses/{response_id}/cancel", "post"), ("/v1/responses/{response_id}/input_items", "get"),
     ("/v1/models", "get"), ("/v1/models/{model}", "get"), ("/v1/status", "get"),
+    ("/v1/mcp", "get"),
     ("/metrics/prometheus", "get"), ("/health", "get"),
 }
 
@@ -33,6 +34,7 @@ def test_the_schema_lists_every_route_without_a_key(start_server):
     assert served == ROUTES
     assert docs.status_code == 200 and "/openapi.json" in docs.text and "swagger" in docs.text.lower()
     assert "client_metadata" in document["paths"]["/v1/responses"]["post"]["description"]
+    assert "strata_mcp" in document["paths"]["/v1/chat/completions"]["post"]["description"]
     items = document["paths"]["/v1/responses/{response_id}/input_items"]["get"]["parameters"]
     assert {p["name"] for p in items} >= {"response_id", "order", "limit", "after"}
 

@@ -47,7 +47,9 @@ _NOTES = {
         "Create a chat completion (JSON, or SSE with `stream: true`).",
         "Maya's additions: `reasoning_content` on messages and deltas; `response_format` text/json_object/"
         "json_schema and `strict` tools validated before publishing; a prompt plus `max_tokens` over the "
-        "context is a 400 `context_length_exceeded`, never a truncation.",
+        "context is a 400 `context_length_exceeded`, never a truncation. Extensions: `return_progress` "
+        "(a stream gets `prompt_progress` chunks before its first token) and `strata_mcp` (the operator's "
+        "MCP tools are offered and run on the server; their calls appear as `strata_mcp` chunks and field).",
     ),
     ("/v1/responses/{response_id}", "get"): (
         "Retrieve a stored response or a background task's snapshot.",
@@ -56,6 +58,8 @@ _NOTES = {
     ("/v1/responses/{response_id}", "delete"): ("Delete a stored response.", "A running task is a 409."),
     ("/v1/responses/{response_id}/cancel", "post"): ("Cancel a background task.", "Idempotent; waits up to 5 s."),
     ("/v1/responses/{response_id}/input_items", "get"): ("List a response's input items.", ""),
+    ("/v1/mcp", "get"): ("The configured MCP servers: state, restarts, calls by outcome and tools.",
+                         "Never shows a command, URL, header or environment."),
     ("/v1/status", "get"): ("Model, engine, context, queue, uptime and the store's figures.", ""),
     ("/metrics/prometheus", "get"): ("Prometheus metrics (`maya:*`).", ""),
     ("/health", "get"): ("Liveness; never needs a key.", ""),
