@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+from array import array
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,7 +122,7 @@ class ScriptedEngine(Engine):
         for entry in self.entries:  # the script's own pieces come first, so a full vocabulary never garbles it
             self.tokenizer.encode(entry.text, special=True)
         self.calls = 0
-        self.prompts: deque[list[int]] = deque(maxlen=RECORDED_REQUESTS)
+        self.prompts: deque[array] = deque(maxlen=RECORDED_REQUESTS)  # 4 bytes an id, not a list's 8
         self.params: deque = deque(maxlen=RECORDED_REQUESTS)
         self.cancelled = 0
         self._last_ids: list[int] = []
@@ -147,7 +148,7 @@ class ScriptedEngine(Engine):
     async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
         entry = self._next_entry()
         self.calls += 1
-        self.prompts.append(list(generation.prompt_ids))
+        self.prompts.append(array("I", generation.prompt_ids))
         self.params.append(generation.params)
         stats = generation.stats
         stats.prompt_tokens = len(generation.prompt_ids)

@@ -30,10 +30,6 @@ class Shutdown:
     def __init__(self) -> None:
         self._event = asyncio.Event()
 
-    @property
-    def started(self) -> bool:
-        return self._event.is_set()
-
     def begin(self) -> None:
         self._event.set()
 

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, AsyncGenerator, Callable
 
 import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .disconnect import ClientGone, race_disconnect
+from .disconnect import ClientGone, race_disconnect, unless
 
 if TYPE_CHECKING:
     from .shutdown import Shutdown
+
+class ShuttingDown(Exception):
+    """The server began shutting down while a stream with a farewell was open."""
+
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -83,9 +87,12 @@ class EventStreamResponse(Response):
         try:
             if shutdown is None:
                 await self._send_events(send)
-            elif not await _unless_shutdown(self._send_events(send), shutdown):
-                await self.events.aclose()  # the engine stops before the terminal event is written
-                await self._write(send, self.farewell())
+            else:
+                try:
+                    await unless(shutdown.wait(), self._send_events(send), ShuttingDown)
+                except ShuttingDown:
+                    await self.events.aclose()  # the engine stops before the terminal event is written
+                    await self._write(send, self.farewell())
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (OSError, asyncio.TimeoutError):
             return  # the socket closed under us, or stopped taking data: same as a disconnect
@@ -101,25 +108,6 @@ class EventStreamResponse(Response):
             async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
-
-async def _unless_shutdown(work: Awaitable[None], shutdown: "Shutdown") -> bool:
-    """Run `work` to its end (True), or cancel it when the server starts shutting down (False)."""
-    if shutdown.started:
-        work.close()
-        return False
-    task = asyncio.ensure_future(work)
-    stopping = asyncio.ensure_future(shutdown.wait())
-    try:
-        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopping.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-    if task.cancelled():
-        return False
-    task.result()
-    return True
 
 
 KEEPALIVE_COMMENT = b": keep-alive\n\n"

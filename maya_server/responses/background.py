@@ -20,6 +20,7 @@ from starlette.responses import Response
 from ..errors import ConflictError, GoneError, InvalidRequestError, StorageCapacityError
 from ..generation import PipelineEvent
 from ..http.sse import EventStreamResponse
+from ..kept_json import dumps_kept
 from .assembler import ResponseAssembler
 from .event_log import EventLog
 from .jobs import Job, JobManager
@@ -39,7 +40,7 @@ def start_job(
     reading = ExitStack()
     with ExitStack() as undo:
         undo.callback(turn.release)
-        history = orjson.dumps(turn.input_history())
+        history = dumps_kept(turn.input_history())
         size = len(history) + len(orjson.dumps(assembler.snapshot()))
         if size > settings.job_input_bytes:
             raise StorageCapacityError(

@@ -40,6 +40,7 @@ from typing import Callable, Iterator, Sequence
 import orjson
 
 from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
+from ..kept_json import dumps_kept
 from .settings import ResponsesSettings
 
 REFERENCE_BYTES = 8
@@ -62,7 +63,7 @@ def pack_own(response: dict) -> bytes:
     usage = response.get("usage")
     if usage is not None and _usage_of(_usage_values(usage)) == usage:
         values[ENTRY_KEYS.index("usage")] = _usage_values(usage)
-    return orjson.dumps(values)
+    return dumps_kept(values)
 
 
 def unpack_own(data: bytes) -> dict:
@@ -249,9 +250,9 @@ class ResponseStore:
         """Store a finished response: `new_items` are this turn's input items (with ids), appended
         to `base`'s history; `response["output"]` its output items. Raises StorageCapacityError."""
         started = time.perf_counter()
-        blocks = [Block(orjson.dumps(item), item["id"]) for item in (*new_items, *response["output"])]
+        blocks = [Block(dumps_kept(item), item["id"]) for item in (*new_items, *response["output"])]
         own = pack_own(response)
-        envelope = orjson.dumps({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
+        envelope = dumps_kept({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
         history = base.history_bytes if base else 0
         expanded = history + sum(b.size for b in blocks) + len(own) + len(envelope)
         self.check_fits(expanded)

@@ -14,10 +14,10 @@ import pytest
 from maya_server.engine.fifo import EngineQueue
 from maya_server.errors import RateLimitError
 
+from ..responses_api.sse import ERROR_KEYS
 from ..server import prometheus_values, wait_for
 
 WORDS = "one two three four five six seven eight nine ten"
-ERROR_KEYS = {"message", "type", "param", "code"}
 
 
 # -- the queue on its own -------------------------------------------------------------------

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from maya_server.engine.scripted import ScriptedEngine
 
+from ..responses_api.sse import ERROR_KEYS
 from ..server import RunningServer, scripted_config, wait_for
 
-ERROR_KEYS = {"message", "type", "param", "code"}
 MODEL_FAILURES = {"invalid_tool_call"}
 """Error codes of a generation the scripted model spoiled (its script holds malformed calls): not input errors."""
 EXAMPLES = settings(max_examples=400, deadline=None, derandomize=True, database=None,

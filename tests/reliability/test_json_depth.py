@@ -9,7 +9,8 @@ import pytest
 
 from maya_server.json_depth import TooDeep, loads_bounded, too_deep
 
-ERROR_KEYS = {"message", "type", "param", "code"}
+from ..responses_api.sse import ERROR_KEYS
+
 DEEP = 300  # deeper than orjson writes (254), shallower than Python's json recursion
 
 

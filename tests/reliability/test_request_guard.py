@@ -8,9 +8,9 @@ import time
 import httpx
 import pytest
 
+from ..responses_api.sse import ERROR_KEYS
 from ..server import prometheus_values, wait_for
 
-ERROR_KEYS = {"message", "type", "param", "code"}
 EVIL = "https://evil.example"
 
 

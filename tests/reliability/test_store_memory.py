@@ -62,3 +62,23 @@ def test_over_http_a_store_true_turn_over_assembly_bytes_is_a_413_before_generat
     assert answer_.status_code == 413 and answer_.json()["error"]["code"] == "storage_capacity_exceeded"
     assert small.status_code == 200 and fetched.status_code == 200
     assert server.engine.calls == 1
+
+
+def test_the_store_holds_about_what_it_counts():
+    """orjson keeps a worst-case-sized buffer behind each result (80 KB of JSON can hold 519 KB):
+    stored JSON is copied to its exact size, so memory tracks the counted bytes."""
+    store = ResponseStore(ResponsesSettings(cache_entries=64))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        for n in range(64):
+            stored = {**response(f"r{n}", answer(f"r{n}-out", "a" * 20_000)), "instructions": f"{n}" + "i" * 40_000}
+            store.put(OWNER, stored, [item(f"r{n}-in", "u" * 20_000)])
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - baseline
+    finally:
+        tracemalloc.stop()
+    counted = store.stats()["bytes"]
+    assert counted > 64 * 80_000
+    assert held < 1.2 * counted, f"{held} bytes held for {counted} counted"
