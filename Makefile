@@ -26,13 +26,13 @@ $(VENV)/.installed-test: $(VENV)/.installed
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
-serve: install
-	$(BIN)/maya --family chatml --host $(HOST) --port $(PORT)
-
-# The upstream-engine tests drive a real llama-server, built once from llama-cpp-python's sdist
+# The engine is llama.cpp's llama-server, built once from the source in llama-cpp-python's sdist
 # (about 5 minutes on two cores) and cached in ~/.cache/maya/llama-server-VERSION/.
-llama-server: install-test
-	$(BIN)/python -m tests.llama_server_binary
+llama-server: install
+	$(BIN)/python -m maya_server.engine.llama_server_build
+
+serve: install llama-server
+	$(BIN)/maya --host $(HOST) --port $(PORT)
 
 test: install-test llama-server
 	$(BIN)/python -m pytest -q
@@ -43,9 +43,8 @@ node-clients: install-test
 	$(BIN)/python -m tests.clients.node_packages
 test: node-clients
 
-bench: install-test
-	$(BIN)/python bench/stream_overhead.py
-	$(BIN)/python bench/continuation_ttft.py
+bench: install-test llama-server
+	$(BIN)/python bench/engine_ratios.py
 
 bench-upstream: install-test llama-server
 	$(BIN)/python bench/upstream_overhead.py

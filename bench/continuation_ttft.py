@@ -2,14 +2,15 @@
 
 Two conversations, A and B, each open with ~1500 tokens of history (a long
 user message and the model's answer to it). Then A continues after B has run,
-and B after A: without saved KV states each continuation is evaluated cold
-(B's turn overwrote A's KV); with them, each resumes from its own prefix. The
-figure is the median TTFT of the continuations on a server with saved states
-(`--kv-states 8`, the default) ÷ the same on a server without (`--kv-states 0`),
-same prompts, same model (SmolLM2-135M), same default context (4096 tokens);
-target ≤ 0.2. Every round uses fresh conversations, so nothing carries over
-between rounds. Servers run in their own processes, one at a time, read with
-the OpenAI SDK, streaming; the first text delta marks the first token.
+and B after A. On the default embedded engine (llama-server with 4 slots and
+its RAM prompt cache) each continuation resumes from its own prefix; on one
+with a single slot and no prompt cache (`--slots 1 --cache-ram-mib 0`) B's
+turn overwrote A's KV, so each continuation is evaluated cold. The figure is
+the median continuation TTFT of the first ÷ the second, same prompts, same
+model (SmolLM2-135M), same context (2048 tokens a sequence); target ≤ 0.2.
+Every round uses fresh conversations, so nothing carries over between rounds.
+Servers run in their own processes, one at a time, read with the OpenAI SDK,
+streaming; the first text delta marks the first token.
 
     .venv/bin/python bench/continuation_ttft.py [--rounds 3] [--history-tokens 1500] [--api stored|chat|responses]
 
@@ -29,7 +30,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from openai import OpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -37,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
+from maya_server.gguf_metadata import read_gguf_metadata  # noqa: E402
+from maya_server.gguf_tokenizer import gguf_tokenizer  # noqa: E402
 
 WORDS = (
     "harbor lantern river meadow quarry copper violin orchard tunnel glacier ledger compass falcon "
@@ -149,18 +151,38 @@ def interleaved_round(url: str, api: str, documents: tuple[str, str]) -> list[Tu
     return [a.say(FOLLOW_UP, max_tokens=16), b.say(FOLLOW_UP, max_tokens=16)]  # 16: the Responses API minimum
 
 
-def measure(model: str, opts, kv_states: int, rounds: list[tuple[str, str]]) -> tuple[list[TurnResult], dict]:
-    """The continuations' results, and the server's saved-state counters from /v1/status."""
-    process, url = start_maya("--model", model, "--family", "chatml", "--threads", str(opts.threads),
-                              "--kv-states", str(kv_states))
+WARM_FLAGS = ()
+COLD_FLAGS = ("--slots", "1", "--cache-ram-mib", "0")
+
+
+def measure(model: str, opts, flags: tuple[str, ...], rounds: list[tuple[str, str]]) -> list[TurnResult]:
+    """The continuations' results on a Maya started with `flags`."""
+    process, url = start_maya("--model", model, "--ctx", "2048", "--threads", str(opts.threads), *flags)
     try:
         results: list[TurnResult] = []
         for documents in rounds:
             results.extend(interleaved_round(url, opts.api, documents))
-        return results, httpx.get(url + "/v1/status").json()["engine"]["kv_states"]
+        return results
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def make_rounds(model: str, count: int, history_tokens: int) -> list[tuple[str, str]]:
+    tokenizer = gguf_tokenizer(read_gguf_metadata(model))
+    tokens = lambda text: len(tokenizer.encode(text, special=False))  # noqa: E731
+    return [(notes(2 * r, history_tokens, tokens), notes(2 * r + 1, history_tokens, tokens)) for r in range(count)]
+
+
+def report(warm: list[TurnResult], cold: list[TurnResult]) -> float:
+    warm_ttft, cold_ttft = statistics.median(t.ttft for t in warm), statistics.median(t.ttft for t in cold)
+    print(f"continuation prompt tokens:          {statistics.median(t.prompt_tokens for t in warm):7.0f}")
+    print(f"cached, 4 slots + prompt cache:      {statistics.median(t.cached_tokens for t in warm):7.0f} tokens"
+          f"   TTFT {warm_ttft * 1000:8.1f} ms")
+    print(f"cached, 1 slot, no prompt cache:     {statistics.median(t.cached_tokens for t in cold):7.0f} tokens"
+          f"   TTFT {cold_ttft * 1000:8.1f} ms")
+    print(f"continuation TTFT ratio: {warm_ttft / cold_ttft:.3f} (target <= 0.2)")
+    return warm_ttft / cold_ttft
 
 
 def main() -> None:
@@ -169,31 +191,13 @@ def main() -> None:
     args.add_argument("--history-tokens", type=int, default=1500, help="tokens of each conversation's opening notes")
     args.add_argument("--threads", type=int, default=2)
     args.add_argument("--api", choices=tuple(CONVERSATIONS), default="stored")
-    args.add_argument("--kv-states", type=int, default=8, help="saved states on the measured server")
     opts = args.parse_args()
     model = default_model_path()
-    from llama_cpp import Llama
-
-    vocabulary = Llama(model_path=model, vocab_only=True, verbose=False)
-    count = lambda text: len(vocabulary.tokenize(text.encode(), add_bos=False))  # noqa: E731
-    rounds = [(notes(2 * r, opts.history_tokens, count), notes(2 * r + 1, opts.history_tokens, count))
-              for r in range(opts.rounds)]
-    warm, states = measure(model, opts, opts.kv_states, rounds)
-    cold, _ = measure(model, opts, 0, rounds)
-    warm_ttft, cold_ttft = statistics.median(t.ttft for t in warm), statistics.median(t.ttft for t in cold)
+    rounds = make_rounds(model, opts.rounds, opts.history_tokens)
+    warm = measure(model, opts, WARM_FLAGS, rounds)
+    cold = measure(model, opts, COLD_FLAGS, rounds)
     print(f"api={opts.api} threads={opts.threads} rounds={opts.rounds} continuations={len(warm)} (medians)")
-    print(f"continuation prompt tokens:        {statistics.median(t.prompt_tokens for t in warm):7.0f}")
-    print(f"cached, --kv-states {opts.kv_states}:            {statistics.median(t.cached_tokens for t in warm):7.0f} tokens"
-          f"   TTFT {warm_ttft * 1000:8.1f} ms")
-    print(f"cached, --kv-states 0 (cold):      {statistics.median(t.cached_tokens for t in cold):7.0f} tokens"
-          f"   TTFT {cold_ttft * 1000:8.1f} ms")
-    print(f"saved states: {states['saves']} saves, {states['save_seconds'] / max(states['saves'], 1) * 1000:.1f} ms each; "
-          f"{states['hits']} restores, {states['restore_seconds'] / max(states['hits'], 1) * 1000:.1f} ms each; "
-          f"{states['entries']} held, {states['bytes'] / 2**20:.1f} MiB")
-    same = sum(w.text == c.text for w, c in zip(warm, cold))
-    print(f"continuation TTFT ratio: {warm_ttft / cold_ttft:.3f} (target <= 0.2)")
-    print(f"continuations whose text equals the cold one: {same}/{len(warm)} (a cold prompt is evaluated in "
-          f"batches whose kernels round differently from one-token decoding, so greedy text may drift late)")
+    report(warm, cold)
 
 
 if __name__ == "__main__":

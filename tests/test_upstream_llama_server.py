@@ -1,12 +1,14 @@
 """The upstream engine end to end: Maya → a real llama-server (SmolLM2, greedy) through the SDK.
 
-llama-server is built by `make test` (tests/llama_server_binary.py); if it
+llama-server is built by `make test` (maya_server/engine/llama_server_build.py); if it
 cannot be built these tests error rather than skip.
 """
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 import openai
 import pytest
@@ -17,7 +19,7 @@ from maya_server.engine.upstream import UpstreamEngine
 from maya_server.conversation import Conversation, Message, TextPart
 from maya_server.hf_tokenizer import HfTokenizer
 
-from .gguf_tokenizer import write_model_dir
+from .gguf_model_dir import write_model_dir
 from .llama_server import LlamaServer
 from .server import RunningServer, wait_for
 
@@ -88,6 +90,17 @@ def test_start_up_learns_slots_and_context_from_llama_server(maya):
     assert upstream["url"] == maya.config.upstream_url
     assert upstream["healthy"] is True and upstream["consecutive_failures"] == 0
     assert status["queue"]["slots"] == 2
+    assert maya.engine.template_family == "chatml"   # SmolLM2's template, from llama-server's /props
+
+
+def test_a_model_directorys_own_template_names_the_family(llama, tokenizer_dir, tmp_path):
+    directory = tmp_path / "glm-like"
+    directory.mkdir()
+    (directory / "tokenizer.json").write_text((Path(tokenizer_dir) / "tokenizer.json").read_text())
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": "[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"}))
+    engine = UpstreamEngine.connect(upstream_config(llama.url, str(directory)))
+    assert engine.template_family == "glm"   # tokenizer_config.json wins over the upstream's /props
 
 
 def test_chat_answers_through_llama_server(maya):

