@@ -11,7 +11,7 @@ import pytest
 from maya_server.config import default_model_path
 from maya_server.engine.upstream import UpstreamEngine
 
-from .gguf_tokenizer import write_model_dir
+from .gguf_model_dir import write_model_dir
 from .llama_server import LlamaServer
 from .server import RunningServer
 from .test_upstream_llama_server import upstream_config
