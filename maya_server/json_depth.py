@@ -23,8 +23,23 @@ class TooDeep(ValueError):
 def too_deep(value: Any, limit: int) -> tuple | None:
     """The location (keys and indexes) of the first container deeper than `limit`, or None.
 
-    Iterative, so a hostile value cannot exhaust the Python stack while being checked.
+    Iterative, so a hostile value cannot exhaust the Python stack while being checked: a fast
+    level-by-level pass says whether any container is too deep, and only then a second pass
+    finds where.
     """
+    level = [value]
+    for _ in range(limit):
+        level = [child for node in level for child in _children(node) if isinstance(child, (dict, list))]
+        if not level:
+            return None
+    return _deep_path(value, limit)
+
+
+def _children(node: Any):
+    return node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+
+
+def _deep_path(value: Any, limit: int) -> tuple:
     stack: list[tuple[Any, int, tuple]] = [(value, 1, ())]
     while stack:
         node, depth, path = stack.pop()
@@ -39,7 +54,7 @@ def too_deep(value: Any, limit: int) -> tuple | None:
         for key, child in children:
             if isinstance(child, (dict, list)):
                 stack.append((child, depth + 1, path + (key,)))
-    return None
+    return ()
 
 
 def loads_bounded(text: str, limit: int = MAX_JSON_DEPTH, **options: Any) -> Any:

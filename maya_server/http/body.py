@@ -23,7 +23,7 @@ from .disconnect import ClientGone
 T = TypeVar("T")
 
 OFF_LOOP_BYTES = 256 * 1024
-"""Bodies at least this large are parsed in a worker thread."""
+"""Bodies at least this large are parsed, validated and rendered into their prompt in a worker thread."""
 
 
 @dataclass(frozen=True)
