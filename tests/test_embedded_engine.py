@@ -45,7 +45,7 @@ def maya():
 
 def test_status_shows_the_child_and_the_models_own_family(maya):
     status = maya.http().get("/v1/status").json()
-    assert status["family"] == "chatml"
+    assert status["family"] == "chatml"   # no family configured: SmolLM2's template says ChatML
     engine = status["engine"]
     assert engine["name"] == "llamacpp" and engine["slots"] == 4 and status["context_size"] == 2048
     assert engine["process"]["state"] == "ready" and engine["process"]["restarts"] == 0
@@ -100,39 +100,66 @@ def test_a_tokenizer_that_disagrees_with_llama_server_stops_start_up(maya):
 
 
 @pytest.fixture
-def killable():
+def one_slot():
     with embedded_server(ctx=2048, slots=1) as server:
         yield server
 
 
-def test_a_child_killed_mid_stream_fails_the_response_stores_nothing_and_restarts(killable):
-    client = killable.client()
+def _interleaved_continuation(server) -> tuple[int, int, int]:
+    """A's opening, B's opening, A's continuation on one server: (A's prompt, B's cached, A2's cached)."""
+    client = server.client()
+
+    def opening(topic: str):
+        notes = " ".join(f"Note {i}: the {topic} was seen near marker {i * 7}." for i in range(30))
+        return client.responses.create(model="m", input=notes + " Summarize.", temperature=0,
+                                       max_output_tokens=16, store=True)
+
+    first_a, first_b = opening("heron"), opening("otter")
+    again_a = client.responses.create(model="m", previous_response_id=first_a.id, input="Which animal was it?",
+                                      temperature=0, max_output_tokens=16, store=True)
+    return (first_a.usage.input_tokens, first_b.usage.input_tokens_details.cached_tokens,
+            again_a.usage.input_tokens_details.cached_tokens)
+
+
+def test_interleaved_conversations_resume_from_llama_servers_prompt_cache(one_slot):
+    """One slot, two conversations taking turns: B's turn evicts A's KV from the slot, and A's
+    continuation still finds its prefix, in llama-server's RAM prompt cache; without the cache it cannot."""
+    prompt_a, cached_b, cached_a2 = _interleaved_continuation(one_slot)
+    assert cached_b < prompt_a // 4  # B shares little with A
+    assert cached_a2 >= prompt_a
+    with embedded_server(ctx=2048, slots=1, cache_ram_mib=0) as uncached:
+        _, _, cold_a2 = _interleaved_continuation(uncached)
+    assert cold_a2 < prompt_a // 4
+
+
+def test_a_child_killed_mid_stream_fails_the_response_stores_nothing_and_restarts(one_slot):
+    client = one_slot.client()
     events = []
     for event in client.responses.create(model="m", input=STORY, temperature=0, max_output_tokens=1500,
                                          stream=True, store=True):
         events.append(event)
         if event.type == "response.output_text.delta" and len(events) == 6:
-            os.kill(killable.engine.process.pid, signal.SIGKILL)
+            os.kill(one_slot.engine.process.pid, signal.SIGKILL)
     assert events[-1].type == "response.failed"
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(events[0].response.id)
 
     def restarted() -> bool:
-        process = killable.http().get("/v1/status").json()["engine"]["process"]
+        process = one_slot.http().get("/v1/status").json()["engine"]["process"]
         return process["restarts"] == 1 and process["state"] == "ready"
     assert wait_for(restarted, timeout=60)
-    assert "maya:engine_process_restarts_total 1.0" in killable.http().get("/metrics/prometheus").text
+    assert "maya:engine_process_restarts_total 1.0" in one_slot.http().get("/metrics/prometheus").text
     reply = client.chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=16)
     assert "Paris" in reply.choices[0].message.content
 
 
-def test_a_child_killed_mid_chat_stream_ends_it_with_an_error(killable):
-    stream = killable.client().chat.completions.create(
+def test_a_child_killed_mid_chat_stream_ends_it_with_an_error(one_slot):
+    stream = one_slot.client().chat.completions.create(
         model="m", messages=[{"role": "user", "content": STORY}], temperature=0, max_tokens=1500, stream=True)
     with pytest.raises(openai.APIError):
         for index, _ in enumerate(stream):
             if index == 3:
-                os.kill(killable.engine.process.pid, signal.SIGKILL)
+                os.kill(one_slot.engine.process.pid, signal.SIGKILL)
 
 
 # The `maya` command itself, as a user runs it.

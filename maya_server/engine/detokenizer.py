@@ -12,7 +12,9 @@ decoding a lone piece of it gives U+FFFD. So each new id is decoded together
 with a few already-emitted ids before it (their text is known), and text is
 released only once it no longer ends in a partial character; a run that never
 completes (a model emitting invalid UTF-8) is released after `MAX_PENDING`
-tokens rather than held forever.
+tokens rather than held forever. The window of emitted ids grows to
+`2 × CONTEXT_TOKENS` before it is cut back, so its text is usually the last
+decode's and one decode a token is the rule (this runs for every streamed token).
 """
 
 from __future__ import annotations
@@ -59,8 +61,15 @@ class IncrementalDetokenizer:
     def _release(self, text: str) -> str:
         # The context's text is a prefix of the new text, except after a forced release of a broken
         # character; then only what differs is new.
-        piece = text[len(os.path.commonprefix([self._context_text, text])):]
-        self._context = (self._context + self._pending)[-CONTEXT_TOKENS:]
+        if text.startswith(self._context_text):
+            piece = text[len(self._context_text):]
+        else:
+            piece = text[len(os.path.commonprefix([self._context_text, text])):]
+        window = self._context + self._pending
         self._pending = []
-        self._context_text = self._tokenizer.decode(self._context)
+        if len(window) <= 2 * CONTEXT_TOKENS:
+            self._context, self._context_text = window, text
+        else:
+            self._context = window[-CONTEXT_TOKENS:]
+            self._context_text = self._tokenizer.decode(self._context)
         return piece
