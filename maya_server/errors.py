@@ -7,7 +7,10 @@
     ├── NotFoundError              404
     ├── ConflictError              409
     ├── GoneError                  410 (a stream cursor whose events are no longer retained)
+    ├── PermissionDeniedError      403 (a cross-site Origin, a Host that does not name this server)
     ├── StorageCapacityError       413 a snapshot too large for the response store
+    ├── PayloadTooLargeError       413 a request body over the size limit
+    ├── UnsupportedMediaTypeError  415 a POST body that is not application/json
     ├── RateLimitError             429 (a bounded queue is full)
     ├── EngineError                500 server_error (the engine failed mid-generation)
     │   └── UpstreamError          502 upstream_error (an upstream engine failed or answered nonsense)
@@ -36,6 +39,10 @@ class MayaError(Exception):
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers the error's response carries besides its body."""
+        return {}
 
 
 class InvalidRequestError(MayaError):
@@ -71,6 +78,24 @@ class GoneError(MayaError):
     code = "gone"
 
 
+class PermissionDeniedError(MayaError):
+    status = 403
+    type = "invalid_request_error"
+    code = "permission_denied"
+
+
+class PayloadTooLargeError(MayaError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class UnsupportedMediaTypeError(MayaError):
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_media_type"
+
+
 class StorageCapacityError(MayaError):
     status = 413
     type = "invalid_request_error"
@@ -78,9 +103,19 @@ class StorageCapacityError(MayaError):
 
 
 class RateLimitError(MayaError):
+    """Retryable pressure: the response says when to retry (`Retry-After`, seconds)."""
+
     status = 429
     type = "rate_limit_error"
     code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
+                 retry_after: int = 1) -> None:
+        super().__init__(message, param=param, code=code)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
 
 
 class EngineError(MayaError):

@@ -1,10 +1,14 @@
 """The generation pipeline shared by both APIs.
 
     conversation ─► dialect.render ─► token ids ─► context check      (prepare: may raise 400)
-                ─► engine slot (FIFO) ─► engine tokens ─► stop strings
+                ─► a place in the engine FIFO                          (admit: may raise 429)
+                ─► engine slot ─► engine tokens ─► stop strings
                 ─► dialect parser ─► tool policy ─► neutral events      (run)
 
-`run` yields the parser's events, then exactly one `Finished` or `Failed`.
+Admission is its own step so that a route refuses a full queue before its
+response starts. `run` yields the parser's events, then exactly one
+`Finished` or `Failed`; with `report_progress` it first yields `PromptProgress`
+(the engine's own, or a synthesized start and end for engines that report nothing).
 Tool policy lives here because it is the same for every API: a call to an
 undeclared or disallowed function fails the generation, `parallel_tool_calls`
 false ends it at the first complete call, required/named choices must produce
@@ -21,7 +25,8 @@ from typing import AsyncIterator, Literal, Union
 from .conversation import Conversation, NamedToolChoice
 from .dialects.base import Dialect, StreamParser
 from .engine.base import Engine, Generation, GenerationStats, SamplingParams
-from .engine.fifo import EngineQueue
+from .engine.fifo import Admission, EngineQueue
+from .engine.progress import PromptProgress
 from .errors import ContextLengthExceeded, EngineError, MayaError
 from .events import ParserEvent, ReasoningDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from .metrics import Metrics
@@ -33,8 +38,13 @@ class GenerationSettings:
     max_tokens: int | None = None
     temperature: float = 1.0
     top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    max_tool_calls: int | None = None
+    """The turn ends once this many calls are complete; a call past it is never published."""
+    report_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,8 @@ class PreparedGeneration:
     prompt_ids: list[int]
     params: SamplingParams
     stop: tuple[str, ...]
+    max_tool_calls: int | None = None
+    report_progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,7 @@ class Failed:
     usage: Usage
 
 
-PipelineEvent = Union[ParserEvent, Finished, Failed]
+PipelineEvent = Union[ParserEvent, PromptProgress, Finished, Failed]
 
 
 class ToolPolicyError(MayaError):
@@ -120,42 +132,64 @@ class GenerationService:
             max_tokens=settings.max_tokens if settings.max_tokens is not None else room,
             temperature=settings.temperature,
             top_p=settings.top_p,
+            presence_penalty=settings.presence_penalty,
+            frequency_penalty=settings.frequency_penalty,
             seed=settings.seed,
             stop_token_ids=self._stop_ids,
         )
-        return PreparedGeneration(conversation, prompt_ids, params, settings.stop)
+        return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,
+                                  settings.report_progress)
 
-    async def run(self, prepared: PreparedGeneration) -> AsyncIterator[PipelineEvent]:
-        generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params)
+    def admit(self, *, bounded: bool = True) -> Admission:
+        """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
+        `run` releases it; a caller that never runs it releases it itself."""
+        return self.queue.admit(bounded=bounded)
+
+    async def run(self, prepared: PreparedGeneration, admission: Admission) -> AsyncIterator[PipelineEvent]:
+        generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
+                                report_progress=prepared.report_progress)
         state = _RunState(
             generation=generation,
             parser=self.dialect.parser(prepared.conversation, new_call_id),
             stops=StopStringMatcher(prepared.stop),
-            policy=ToolPolicy(prepared.conversation),
+            policy=ToolPolicy(prepared.conversation, prepared.max_tool_calls),
         )
         try:
-            async with self.queue.slot():
-                async for event in self._generate(state):
-                    yield event
+            await admission.wait()
+            async for event in self._generate(state):
+                yield event
         finally:
+            admission.release()
             generation.cancel()  # no-op when finished; stops the engine when our reader left
             self._count(generation.stats)
 
     async def _generate(self, state: "_RunState") -> AsyncIterator[PipelineEvent]:
         started = time.perf_counter()
+        synthesized = _SynthesizedProgress(state.generation, started) if self._synthesizes_progress(state) else None
+        if synthesized is not None:
+            yield synthesized.start()
         tokens = self.engine.generate(state.generation)
         try:
             async for token in tokens:
+                if isinstance(token, PromptProgress):
+                    yield token
+                    continue
+                if synthesized is not None and not synthesized.ended:
+                    yield synthesized.end()
                 if state.generation.stats.generated_tokens == 1:
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                 events = state.parser.feed(state.stops.feed(token.text))
                 if any(isinstance(e, ReasoningDelta) for e in events):
                     state.reasoning_tokens += 1
                 for event in events:
+                    if state.policy.done:
+                        break  # the turn is over; nothing after its last call is published
                     failure = state.policy.check(event)
                     if failure is not None:
                         yield Failed(failure, state.usage())
                         return
+                    if state.policy.over_limit:
+                        break
                     yield event
                 if state.stops.matched or state.policy.done:
                     break
@@ -164,17 +198,24 @@ class GenerationService:
             return
         finally:
             await tokens.aclose()  # closing the engine's stream stops it, whoever ended the turn
+        if synthesized is not None and not synthesized.ended:
+            yield synthesized.end()  # a turn that produced no token still finished its prompt
         if state.stops.matched or state.policy.done:
             state.generation.stats.finish_reason = "stop"  # we ended the turn, not the client
         for event in self._finish(state):
             yield event
 
+    def _synthesizes_progress(self, state: "_RunState") -> bool:
+        return state.generation.report_progress and not self.engine.reports_prompt_progress
+
     @staticmethod
     def _finish(state: "_RunState") -> list[PipelineEvent]:
         ended_by_limit = state.generation.stats.finish_reason == "length"
         tail = state.parser.feed(state.stops.flush()) if not state.stops.matched else []
+        # A turn ended at a call limit drops what the model wrote after it, a call it began included.
+        rest = [] if state.policy.over_limit else tail + state.parser.finish("length" if ended_by_limit else "stop")
         events: list[PipelineEvent] = []
-        for event in tail + state.parser.finish("length" if ended_by_limit else "stop"):
+        for event in rest:
             failure = state.policy.check(event)
             if failure is not None:
                 return events + [Failed(failure, state.usage())]
@@ -209,11 +250,38 @@ class _RunState:
         return Usage(stats.prompt_tokens, stats.cached_tokens, stats.generated_tokens, self.reasoning_tokens)
 
 
-class ToolPolicy:
-    """Checks each parser event against the request's tools and tool_choice."""
+class _SynthesizedProgress:
+    """Prompt progress for an engine that reports none: nothing processed when the generation starts,
+    the whole prompt (with the engine's cached count) once its first token arrives."""
 
-    def __init__(self, conversation: Conversation) -> None:
+    def __init__(self, generation: Generation, started: float) -> None:
+        self._generation = generation
+        self._started = started
+        self.ended = False
+
+    def start(self) -> PromptProgress:
+        return PromptProgress(total=len(self._generation.prompt_ids), cache=0, processed=0, time_ms=0)
+
+    def end(self) -> PromptProgress:
+        self.ended = True
+        total = len(self._generation.prompt_ids)
+        cache = min(self._generation.stats.cached_tokens, total)
+        elapsed_ms = int((time.perf_counter() - self._started) * 1000)
+        return PromptProgress(total=total, cache=cache, processed=total, time_ms=elapsed_ms)
+
+
+class ToolPolicy:
+    """Checks each parser event against the request's tools, tool_choice and call limit.
+
+    `done` means the turn is over: after the first complete call when parallel calls are off,
+    after `max_calls` complete calls, or when a call beyond the limit begins (`over_limit`: that
+    call and whatever follows it are dropped).
+    """
+
+    def __init__(self, conversation: Conversation, max_calls: int | None = None) -> None:
         self._conversation = conversation
+        self._max_calls = max_calls
+        self.over_limit = False
         choice = conversation.tool_choice
         self._named = choice.name if isinstance(choice, NamedToolChoice) else None
         self.requires_call = choice == "required" or self._named is not None
@@ -222,12 +290,16 @@ class ToolPolicy:
 
     def check(self, event: ParserEvent) -> MayaError | None:
         if isinstance(event, ToolCallStarted):
+            if self._max_calls is not None and self.calls_finished >= self._max_calls:
+                self.over_limit = self.done = True
+                return None
             return self._check_call(event.name)
         if isinstance(event, ToolCallInvalid) and event.reason != "truncated":
             return ToolPolicyError(f"the model produced an invalid tool call ({event.reason}): {event.detail}")
         if isinstance(event, ToolCallFinished):
             self.calls_finished += 1
-            self.done = not self._conversation.parallel_tool_calls
+            at_limit = self._max_calls is not None and self.calls_finished >= self._max_calls
+            self.done = at_limit or not self._conversation.parallel_tool_calls
         return None
 
     def _check_call(self, name: str) -> MayaError | None:

@@ -9,6 +9,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from .errors import InvalidRequestError
+from .json_depth import MAX_JSON_DEPTH, too_deep
 
 Model = TypeVar("Model", bound=BaseModel)
 
@@ -27,13 +28,20 @@ def param_path(loc: Sequence[Any]) -> str | None:
     return path or None
 
 
-def parse_json_object(body: bytes) -> dict:
+def parse_json_object(body: bytes, max_depth: int = MAX_JSON_DEPTH) -> dict:
+    """The body as a JSON object no deeper than `max_depth` (deeper: a 400 naming where)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise InvalidRequestError("We could not parse the JSON body of your request. Send valid JSON.") from None
     if not isinstance(data, dict):
         raise InvalidRequestError("The request body must be a JSON object.")
+    where = too_deep(data, max_depth)
+    if where is not None:
+        raise InvalidRequestError(
+            f"The request body nests JSON deeper than {max_depth} levels; shallow this value.",
+            param=param_path(where), code="json_too_deep",
+        )
     return data
 
 

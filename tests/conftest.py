@@ -4,21 +4,29 @@ import pytest
 
 from maya_server.engine.scripted import ScriptedEngine
 
+from .recorder import Recorder
 from .server import RunningServer, scripted_config
 
 
 @pytest.fixture
 def start_server():
-    """start_server(script, **config) → a RunningServer over a ScriptedEngine; stopped after the test."""
+    """start_server(script, **config) → a RunningServer over a ScriptedEngine; stopped after the test.
+
+    Every answer the test gets from it is recorded and, afterwards, validated (OpenAI SDK types,
+    the Open Responses schema, OpenAI's error shape): see tests/recorder.py."""
     servers: list[RunningServer] = []
+    recorders: list[Recorder] = []
 
     def start(script=("Hello!",), *, delay: float = 0.0, slots: int = 1, clock=None, **config) -> RunningServer:
         cfg = scripted_config(**config)
         engine = ScriptedEngine(list(script), context_size=cfg.ctx, delay=delay, slots=slots)
-        server = RunningServer(cfg, engine, **({"clock": clock} if clock else {}))
+        recorders.append(Recorder())
+        server = RunningServer(cfg, engine, wrap=recorders[-1], **({"clock": clock} if clock else {}))
         servers.append(server)
         return server
 
     yield start
     for server in servers:
         server.stop()
+    for recorder in recorders:
+        recorder.check()

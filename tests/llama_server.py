@@ -28,7 +28,7 @@ def free_port() -> int:
 
 class LlamaServer:
     def __init__(self, model: str, *, ctx: int = 4096, parallel: int = 2, threads: int = 1,
-                 api_key: str | None = None, log_path: Path | None = None) -> None:
+                 api_key: str | None = None, log_path: Path | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.binary = ensure_binary()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -36,7 +36,7 @@ class LlamaServer:
         self._args = [
             str(self.binary), "-m", model, "--host", "127.0.0.1", "--port", str(self.port),
             "-c", str(ctx), "-np", str(parallel), "-t", str(threads), "--no-webui", "--metrics",
-        ] + (["--api-key", api_key] if api_key else [])
+        ] + (["--api-key", api_key] if api_key else []) + list(extra_args)
         self._log_path = log_path
         self._process: subprocess.Popen | None = None
         self.start()

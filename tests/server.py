@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from typing import Callable
 
 import httpx
 import uvicorn
@@ -14,17 +15,20 @@ from maya_server.app import create_app
 from maya_server.cli import SHUTDOWN_GRACE_S
 from maya_server.config import ServerConfig
 from maya_server.engine.base import Engine
+from maya_server.http.shutdown import GracefulServer
 
 
 class RunningServer:
-    def __init__(self, config: ServerConfig, engine: Engine, **app_options) -> None:
-        """`app_options` go to `create_app` (e.g. `clock=` for the response store's TTL)."""
+    def __init__(self, config: ServerConfig, engine: Engine, *, wrap: Callable | None = None, **app_options) -> None:
+        """`app_options` go to `create_app` (e.g. `clock=` for the response store's TTL); `wrap`, when given,
+        wraps the app in an outer ASGI layer (e.g. a recorder of every answer)."""
         self.config = config
         self.engine = engine
         self.app = create_app(config, engine, **app_options)
-        self._server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on",
-                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+        self._server = GracefulServer(
+            uvicorn.Config(wrap(self.app) if wrap else self.app, host="127.0.0.1", port=0, log_level="warning",
+                           lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S),
+            drain=self.app.state.drain,
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
         self._thread.start()

@@ -77,13 +77,26 @@ def test_preflight_is_answered_without_auth_for_allowed_origins(secured):
     assert "POST" in response.headers["access-control-allow-methods"]
 
 
-def test_preflight_from_an_unknown_origin_is_refused(secured):
+def test_preflight_from_an_unknown_origin_is_refused_in_openai_shape(secured):
     with secured.http() as http:
         response = http.options("/v1/chat/completions", headers={
             "Origin": "https://evil.example", "Access-Control-Request-Method": "POST",
         })
     assert "access-control-allow-origin" not in response.headers
-    assert response.status_code == 400
+    assert response.status_code == 403
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+    assert response.json()["error"]["code"] == "origin_not_allowed"
+
+
+def test_a_refused_preflight_from_an_allowed_origin_is_in_openai_shape(secured):
+    with secured.http() as http:
+        response = http.options("/v1/chat/completions", headers={
+            "Origin": "https://app.example", "Access-Control-Request-Method": "PUT",
+        })
+    assert response.status_code == 403
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == "cors_refused" and "method" in error["message"]
 
 
 def test_cors_headers_on_answers_and_on_auth_errors(secured):
@@ -94,6 +107,7 @@ def test_cors_headers_on_answers_and_on_auth_errors(secured):
     assert ok.headers["access-control-allow-origin"] == "https://app.example"
     assert denied.status_code == 401
     assert denied.headers["access-control-allow-origin"] == "https://app.example"
+    assert foreign.status_code == 403  # a foreign origin is refused before any work, key or not
     assert "access-control-allow-origin" not in foreign.headers
 
 
@@ -107,5 +121,6 @@ def test_wildcard_origin(start_server):
 def test_no_cors_headers_without_configured_origins(start_server):
     server = start_server(["ok"])
     with server.http() as http:
-        response = http.get("/v1/models", headers={"Origin": "https://app.example"})
+        response = http.get("/v1/models", headers={"Origin": server.url})  # same origin: allowed
+    assert response.status_code == 200
     assert "access-control-allow-origin" not in response.headers

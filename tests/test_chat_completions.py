@@ -175,3 +175,16 @@ def test_engine_failure_without_stream_is_500(start_server):
     with pytest.raises(openai.InternalServerError) as caught:
         server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
     assert caught.value.body["code"] == "engine_error"
+
+
+def test_penalties_reach_the_engine(start_server):
+    server = start_server(["ok"])
+    server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                            presence_penalty=1.5, frequency_penalty=-0.5)
+    params = server.engine.params[-1]
+    assert (params.presence_penalty, params.frequency_penalty) == (1.5, -0.5)
+    with pytest.raises(openai.BadRequestError) as caught:
+        server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                                frequency_penalty=-3)
+    assert caught.value.body["param"] == "frequency_penalty"
+    assert server.engine.calls == 1

@@ -17,7 +17,7 @@ from maya_server.engine.upstream_wire import (
 )
 from maya_server.errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
 
-PARAMS = SamplingParams(max_tokens=16, temperature=0.5, top_p=0.9, seed=3)
+PARAMS = SamplingParams(max_tokens=16, temperature=0.5, top_p=0.9, seed=3, presence_penalty=0.5, frequency_penalty=-1.0)
 
 
 def test_every_request_streams_token_ids_with_usage():
@@ -25,6 +25,7 @@ def test_every_request_streams_token_ids_with_usage():
         body = completion_request(kind, "m", [1, 2, 3], PARAMS, {9, 4})
         assert body["prompt"] == [1, 2, 3] and body["model"] == "m"
         assert (body["max_tokens"], body["temperature"], body["top_p"], body["seed"]) == (16, 0.5, 0.9, 3)
+        assert (body["presence_penalty"], body["frequency_penalty"]) == (0.5, -1.0)
         assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 

@@ -2,6 +2,11 @@
 
 One assembler serves both modes: streaming sends the chunks `on_event`
 returns; non-streaming ignores them and takes `completion()` at the end.
+
+Maya's extensions ride on chunks whose delta is empty: `prompt_progress`
+(llama.cpp's convention) and `strata_mcp` (a server-side MCP call or its
+result); a non-streamed completion carries `strata_mcp` with every call and
+result of the turn.
 """
 
 from __future__ import annotations
@@ -10,8 +15,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from ..engine.progress import PromptProgress
 from ..events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
 from ..generation import Failed, Finished, PipelineEvent, Usage
+from ..mcp.events import McpRoundLimitReached, McpToolCall, McpToolResult
 
 
 @dataclass
@@ -22,7 +29,8 @@ class _ToolCallState:
 
 
 class ChatAssembler:
-    def __init__(self, model: str, *, include_usage: bool = False) -> None:
+    def __init__(self, model: str, *, include_usage: bool = False, mcp: bool = False) -> None:
+        """`mcp`: the request asked for `strata_mcp`, so the completion reports its server-side calls."""
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.model = model
@@ -33,6 +41,7 @@ class ChatAssembler:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.failure: Failed | None = None
+        self._mcp: dict | None = {"calls": [], "stop_reason": None} if mcp else None
 
     def opening_chunk(self) -> dict:
         return self._chunk({"role": "assistant", "content": ""})
@@ -53,12 +62,31 @@ class ChatAssembler:
         if isinstance(event, ToolCallArgumentsDelta):
             self._calls[event.index].arguments.append(event.text)
             return [self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]})]
+        if isinstance(event, PromptProgress):
+            return [{**self._chunk({}), "prompt_progress": event.body()}]
+        if isinstance(event, (McpToolCall, McpToolResult, McpRoundLimitReached)):
+            return [{**self._chunk({}), "strata_mcp": self._record_mcp(event)}]
         if isinstance(event, Finished):
             return self._finish(event)
         if isinstance(event, Failed):
             self.failure = event
             self.usage = event.usage
         return []
+
+    def _record_mcp(self, event: McpToolCall | McpToolResult | McpRoundLimitReached) -> dict:
+        """The chunk's `strata_mcp` object; the same facts gather in the completion's `strata_mcp.calls`."""
+        if isinstance(event, McpToolCall):
+            call = {"id": event.call_id, "round": event.round, "server": event.server, "name": event.name,
+                    "arguments": event.arguments}
+            self._mcp["calls"].append({**call, "result": None, "is_error": None})
+            return {"type": "tool_call", **call}
+        if isinstance(event, McpToolResult):
+            record = next(c for c in self._mcp["calls"] if c["id"] == event.call_id)
+            record.update(result=event.content, is_error=event.is_error)
+            return {"type": "tool_result", "id": event.call_id, "round": event.round, "result": event.content,
+                    "is_error": event.is_error}
+        self._mcp["stop_reason"] = "round_limit"
+        return {"type": "round_limit", "max_rounds": event.max_rounds}
 
     def _finish(self, event: Finished) -> list[dict]:
         self.finish_reason = event.reason
@@ -89,12 +117,15 @@ class ChatAssembler:
                 {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": "".join(c.arguments)}}
                 for _, c in sorted(self._calls.items())
             ]
-        return {
+        body = {
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
             "system_fingerprint": None,
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": self.finish_reason}],
             "usage": usage_body(self.usage) if self.usage else None,
         }
+        if self._mcp is not None:
+            body["strata_mcp"] = self._mcp
+        return body
 
 
 def usage_body(usage: Usage) -> dict:

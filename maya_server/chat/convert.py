@@ -7,10 +7,16 @@ from ..conversation import (
 )
 from ..errors import InvalidRequestError
 from ..generation import GenerationSettings
+from ..responses.structured import json_instructions
+from ..responses.text_format import OutputFormat, TextFormat
 from . import request as wire
 
 
-def to_conversation(request: wire.ChatRequest, messages: list[wire.Message], *, vision: bool = False) -> Conversation:
+def to_conversation(
+    request: wire.ChatRequest, messages: list[wire.Message], *, vision: bool = False,
+    output_format: OutputFormat = TextFormat(),
+) -> Conversation:
+    """`output_format` (the parsed `response_format`) adds its JSON instructions to the system prompt."""
     turns = tuple(_turn(i, m, vision) for i, m in enumerate(messages))
     choice = request.tool_choice
     tool_choice = NamedToolChoice(choice.function.name) if isinstance(choice, wire.NamedToolChoiceBody) else (choice or "auto")
@@ -24,6 +30,7 @@ def to_conversation(request: wire.ChatRequest, messages: list[wire.Message], *, 
         tool_choice=tool_choice,
         reasoning_effort=request.reasoning_effort,
         parallel_tool_calls=request.parallel_tool_calls,
+        extra_system=(extra,) if (extra := json_instructions(output_format)) else (),
     )
 
 
@@ -33,8 +40,11 @@ def to_settings(request: wire.ChatRequest) -> GenerationSettings:
         max_tokens=request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens,
         temperature=1.0 if request.temperature is None else float(request.temperature),
         top_p=1.0 if request.top_p is None else float(request.top_p),
+        presence_penalty=float(request.presence_penalty or 0.0),
+        frequency_penalty=float(request.frequency_penalty or 0.0),
         seed=request.seed,
         stop=stop,
+        report_progress=bool(request.return_progress and request.stream),  # no effect without a stream
     )
 
 

@@ -1,7 +1,7 @@
 """The Chat Completions request body, validated field by field.
 
 Unknown top-level fields are rejected (as OpenAI does) so a typo never passes
-silently; parameters we cannot honour (n > 1, logprobs, penalties) are 400s,
+silently; parameters we cannot honour (n > 1, logprobs) are 400s,
 not ignored.
 """
 
@@ -125,12 +125,18 @@ class ChatRequest(_Strict):
     tool_choice: Union[Literal["auto", "none", "required"], NamedToolChoiceBody, None] = None
     parallel_tool_calls: StrictBool | None = None
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
-    presence_penalty: Number | None = Field(default=None, ge=0, le=0)
-    frequency_penalty: Number | None = Field(default=None, ge=0, le=0)
+    presence_penalty: Number | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: Number | None = Field(default=None, ge=-2, le=2)
     logprobs: Literal[False] | None = None
     user: StrictStr | None = None
     metadata: dict[str, StrictStr] | None = None
     store: Literal[False] | None = None
+    response_format: Any = None
+    """Parsed by `structured.parse_response_format` (text, json_object, json_schema)."""
+    return_progress: StrictBool | None = None
+    """Maya's extension (llama.cpp's convention): `prompt_progress` chunks before the first token of a stream."""
+    strata_mcp: StrictBool | None = None
+    """Maya's extension: offer the operator's MCP tools and run their calls on the server (chat/mcp_loop.py)."""
 
 
 def parse_chat_request(data: dict) -> tuple[ChatRequest, list[Message]]:

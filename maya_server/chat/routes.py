@@ -8,31 +8,57 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..generation import Failed, GenerationService, PreparedGeneration
+from ..generation import Failed, GenerationService
+from ..http.body import BodyLimits, off_loop, read_json
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.errors import error_response
+from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
-from ..validation import parse_json_object
+from ..mcp.hub import McpHub
+from ..responses.publish_gate import gated
 from .assembler import ChatAssembler
 from .convert import to_conversation, to_settings
+from .mcp_loop import McpToolLoop, offer_mcp_tools
 from .request import parse_chat_request
+from .structured import check_strict_tools, parse_response_format, publish_gate
 
 
-def chat_router(service: GenerationService, model_name: str) -> APIRouter:
+def chat_router(
+    service: GenerationService, model_name: str, limits: BodyLimits, hub: McpHub, *, mcp_max_rounds: int,
+    keepalive_s: float,
+) -> APIRouter:
+    """`hub` holds the operator's MCP servers, whose tools requests with `strata_mcp: true` are offered;
+    `keepalive_s`: while a stream's output is held for validation, the longest silence before a comment line."""
     router = APIRouter()
 
     @router.post("/v1/chat/completions")
     async def create_chat_completion(request: Request) -> Response:
-        body, messages = parse_chat_request(parse_json_object(await request.body()))
-        prepared = service.prepare(to_conversation(body, messages), to_settings(body))
+        (body, messages), large = await read_json(request, limits, parse_chat_request)
+        output_format = parse_response_format(body.response_format)
+        check_strict_tools(body)
+        conversation, settings = to_conversation(body, messages, output_format=output_format), to_settings(body)
+        tools = None
+        if body.strata_mcp:
+            conversation, tools = await offer_mcp_tools(hub, conversation)
+        prepared = await off_loop(large, lambda: service.prepare(conversation, settings))
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        assembler = ChatAssembler(model_name, include_usage=include_usage)
+        assembler = ChatAssembler(model_name, include_usage=include_usage, mcp=bool(body.strata_mcp))
+        gate = publish_gate(body, output_format)
+        admission = service.admit()  # a full queue is a 429 here, before any byte of a stream
+        if tools is None:
+            events = gated(service.run(prepared, admission), gate)
+        else:
+            events = gated(McpToolLoop(service, hub, tools, mcp_max_rounds).run(prepared, settings, admission), gate)
         if body.stream:
-            return EventStreamResponse(_stream(service, prepared, assembler))
+            return EventStreamResponse(_stream(events, assembler), on_close=admission.release,
+                                       farewell=lambda: encode_event(shutdown_error().body()),
+                                       keepalive=keepalive_s if gate.active else None)
         try:
-            await until_disconnected(request, _drain(service, prepared, assembler))
+            await until_disconnected(request, _drain(events, assembler))
         except ClientGone:
-            return Response(status_code=499)  # nobody is listening; the engine was stopped
+            return Response(status_code=499)  # nobody is listening; the engine (or MCP call) was stopped
+        finally:
+            admission.release()
         if assembler.failure is not None:
             return error_response(assembler.failure.error)
         return Response(orjson.dumps(assembler.completion()), media_type="application/json")
@@ -40,17 +66,20 @@ def chat_router(service: GenerationService, model_name: str) -> APIRouter:
     return router
 
 
-async def _drain(service: GenerationService, prepared: PreparedGeneration, assembler: ChatAssembler) -> None:
-    async for event in service.run(prepared):
+async def _drain(events: AsyncIterator, assembler: ChatAssembler) -> None:
+    async for event in events:
         assembler.on_event(event)
 
 
-async def _stream(service: GenerationService, prepared: PreparedGeneration, assembler: ChatAssembler) -> AsyncIterator[bytes]:
-    yield encode_event(assembler.opening_chunk())
-    async for event in service.run(prepared):
-        for chunk in assembler.on_event(event):
-            yield encode_event(chunk)
-        if isinstance(event, Failed):
-            yield encode_event(event.error.body())
-            return
-    yield encode_event("[DONE]")
+async def _stream(events: AsyncIterator, assembler: ChatAssembler) -> AsyncIterator[bytes]:
+    try:
+        yield encode_event(assembler.opening_chunk())
+        async for event in events:
+            for chunk in assembler.on_event(event):
+                yield encode_event(chunk)
+            if isinstance(event, Failed):
+                yield encode_event(event.error.body())
+                return
+        yield encode_event("[DONE]")
+    finally:
+        await events.aclose()  # stops the engine, however the stream ended

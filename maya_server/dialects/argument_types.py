@@ -11,9 +11,8 @@ checks, judge the value; the syntax was fine).
 
 from __future__ import annotations
 
-import json
-
 from ..conversation import ToolSpec
+from ..json_depth import loads_bounded
 
 
 def parameter_schema(tool: ToolSpec | None, key: str) -> dict | None:
@@ -33,7 +32,7 @@ def typed_value(raw: str, schema: dict | None) -> object:
     if is_plain_string(schema):
         return raw
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = loads_bounded(raw, parse_constant=_reject_constant)
     except ValueError:
         return raw
     allowed = schema_types(schema)

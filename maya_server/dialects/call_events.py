@@ -21,6 +21,7 @@ from ..events import (
     ToolCallInvalid,
     ToolCallStarted,
 )
+from ..json_depth import loads_bounded
 
 InvalidReason = Literal["malformed", "truncated", "unterminated"]
 
@@ -68,7 +69,7 @@ class CallEmitter:
 
 def _is_json_object(text: str) -> bool:
     try:
-        return isinstance(json.loads(text), dict)
+        return isinstance(loads_bounded(text), dict)
     except ValueError:
         return False
 

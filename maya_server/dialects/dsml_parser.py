@@ -16,10 +16,10 @@ stream as they are generated.
 
 from __future__ import annotations
 
-import json
 import re
 from enum import Enum
 
+from ..json_depth import loads_bounded
 from .base import EndReason
 from .call_events import CallEmitter, JsonObjectWriter
 from .tagged_parser import unfinished_reason
@@ -147,7 +147,7 @@ class DsmlCallReader:
 
     def _json_value(self, raw: str) -> None:
         try:
-            value = json.loads(raw, parse_constant=_reject_constant)
+            value = loads_bounded(raw, parse_constant=_reject_constant)
         except ValueError:
             self._malformed(f'parameter {self._key!r} is string="false" but not JSON')
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..json_depth import loads_bounded
 from .base import EndReason
 from .call_events import CallEmitter, json_text
 from .tagged_parser import unfinished_reason
@@ -95,7 +96,7 @@ class HermesCallReader:
 
 def _parse_call(body: str) -> tuple[str, dict] | None:
     try:
-        value = json.loads(body)
+        value = loads_bounded(body)
     except ValueError:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:
@@ -103,7 +104,7 @@ def _parse_call(body: str) -> tuple[str, dict] | None:
     arguments = value.get("arguments", {})
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = loads_bounded(arguments)
         except ValueError:
             return None
     return (value["name"], arguments) if isinstance(arguments, dict) else None

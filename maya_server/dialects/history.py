@@ -15,9 +15,8 @@ expects standing instructions, before any turn.
 
 from __future__ import annotations
 
-import json
-
 from ..conversation import Conversation, ImagePart, Message, Part, TextPart, ToolCall, ToolSpec, Turn
+from ..json_depth import loads_bounded
 
 
 def turns_with_extra_system(conversation: Conversation) -> tuple[Turn, ...]:
@@ -73,7 +72,7 @@ def call_arguments(call: ToolCall) -> dict:
     a bad history item from failing a render.
     """
     try:
-        value = json.loads(call.arguments)
+        value = loads_bounded(call.arguments)
     except ValueError:
         return {"arguments": call.arguments}
     return value if isinstance(value, dict) else {"arguments": call.arguments}

@@ -17,9 +17,10 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Literal, Sequence
+from typing import AsyncIterator, Literal, Sequence, Union
 
 from ..tokenizer import Tokenizer
+from .progress import PromptProgress
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 
@@ -29,6 +30,9 @@ class SamplingParams:
     max_tokens: int
     temperature: float = 1.0
     top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    """OpenAI's penalties (-2..2) on tokens already generated: once present, and per occurrence."""
     seed: int | None = None
     stop_token_ids: frozenset[int] = frozenset()
     """Tokens that end the turn besides the model's own end-of-generation tokens; never yielded."""
@@ -56,6 +60,8 @@ class Generation:
     prompt_ids: list[int]
     params: SamplingParams
     stats: GenerationStats = field(default_factory=GenerationStats)
+    report_progress: bool = False
+    """Ask an engine that `reports_prompt_progress` to yield `PromptProgress` before the first token."""
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def cancel(self) -> None:
@@ -77,6 +83,9 @@ def reusable_prefix_length(previous: Sequence[int], prompt: Sequence[int]) -> in
     return n
 
 
+EngineOutput = Union[GeneratedToken, PromptProgress]
+
+
 class Engine(ABC):
     """An engine: a tokenizer, a context size, a slot count and `generate`."""
 
@@ -84,11 +93,14 @@ class Engine(ABC):
     context_size: int
     slots: int = 1
     tokenizer: Tokenizer
+    reports_prompt_progress: bool = False
+    """Whether `generate` yields `PromptProgress` when `generation.report_progress` asks (else the pipeline
+    synthesizes it)."""
     template_family: str | None = None
     """The model family the engine's own chat template names (see `family.py`), when it has one."""
 
     @abstractmethod
-    def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
+    def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
         """Stream the tokens of `generation`, filling `generation.stats` as it goes."""
 
     def token_id(self, text: str) -> int | None:

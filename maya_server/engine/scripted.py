@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
+from array import array
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,19 +35,42 @@ RECORDED_REQUESTS = 256
 _SPECIAL_PATTERN = re.compile(r"<[^<>\s]{1,48}>|\[[A-Za-z]{2,12}\]")
 
 
+VOCABULARY_LIMIT = 65_536
+"""Pieces the scripted vocabulary may learn: every prompt passes through it, so unbounded growth
+would be a memory leak any client could drive. Past it, a new piece is spelled by its characters,
+and a character never seen is the one unknown token."""
+UNKNOWN_PIECE = "\ufffd"
+
+
 class ScriptTokenizer:
-    """A vocabulary that grows as it sees text; ids are stable within one tokenizer."""
+    """A vocabulary that grows as it sees text, up to `limit` pieces; ids are stable within one tokenizer."""
 
-    def __init__(self) -> None:
-        self._ids: dict[tuple[str, bool], int] = {}
-        self._pieces: list[str] = []
+    def __init__(self, limit: int = VOCABULARY_LIMIT) -> None:
+        self.limit = limit
+        self._pieces: list[str] = [UNKNOWN_PIECE]
+        self._ids: dict[tuple[str, bool], int] = {(UNKNOWN_PIECE, False): 0}
+        self._growing = threading.Lock()
 
-    def _id(self, piece: str, special: bool) -> int:
+    @property
+    def size(self) -> int:
+        return len(self._pieces)
+
+    def _id(self, piece: str, special: bool) -> int | None:
         key = (piece, special)
-        if key not in self._ids:
-            self._ids[key] = len(self._pieces)
-            self._pieces.append(piece)
-        return self._ids[key]
+        found = self._ids.get(key)
+        if found is None:
+            with self._growing:  # large prompts are tokenized in worker threads
+                found = self._ids.get(key)
+                if found is None and len(self._pieces) < self.limit:
+                    found = self._ids[key] = len(self._pieces)
+                    self._pieces.append(piece)
+        return found
+
+    def _plain_ids(self, piece: str) -> list[int]:
+        found = self._id(piece, False)
+        if found is not None:
+            return [found]
+        return [self._id(ch, False) or 0 for ch in piece]  # the vocabulary is full: spell it out
 
     def encode(self, text: str, *, special: bool) -> list[int]:
         ids = []
@@ -53,9 +78,13 @@ class ScriptTokenizer:
             piece = match.group(0)
             is_special = special and _SPECIAL_PATTERN.fullmatch(piece) is not None
             if not is_special and _SPECIAL_PATTERN.fullmatch(piece):
-                ids.extend(self._id(ch, False) for ch in piece)  # plain text never forms a control token
+                for ch in piece:  # plain text never forms a control token
+                    ids.extend(self._plain_ids(ch))
+            elif is_special:
+                found = self._id(piece, True)
+                ids.append(found if found is not None else 0)
             else:
-                ids.append(self._id(piece, is_special))
+                ids.extend(self._plain_ids(piece))
         return ids
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -90,8 +119,10 @@ class ScriptedEngine(Engine):
         self.delay = delay
         self.slots = slots
         self.tokenizer = ScriptTokenizer()
+        for entry in self.entries:  # the script's own pieces come first, so a full vocabulary never garbles it
+            self.tokenizer.encode(entry.text, special=True)
         self.calls = 0
-        self.prompts: deque[list[int]] = deque(maxlen=RECORDED_REQUESTS)
+        self.prompts: deque[array] = deque(maxlen=RECORDED_REQUESTS)  # 4 bytes an id, not a list's 8
         self.params: deque = deque(maxlen=RECORDED_REQUESTS)
         self.cancelled = 0
         self._last_ids: list[int] = []
@@ -117,7 +148,7 @@ class ScriptedEngine(Engine):
     async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
         entry = self._next_entry()
         self.calls += 1
-        self.prompts.append(list(generation.prompt_ids))
+        self.prompts.append(array("I", generation.prompt_ids))
         self.params.append(generation.params)
         stats = generation.stats
         stats.prompt_tokens = len(generation.prompt_ids)

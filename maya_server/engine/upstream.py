@@ -35,7 +35,7 @@ from ..family import family_from_template, template_from_model_dir
 from ..errors import EngineError, UpstreamError, UpstreamRejected, UpstreamUnavailable
 from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
-from .base import Engine, GeneratedToken, Generation
+from .base import Engine, EngineOutput, Generation
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, probe_upstream
 from .upstream_stream import TokenStream
@@ -110,6 +110,11 @@ class UpstreamEngine(Engine):
                  info.model, info.kind, engine.health.url, engine.slots, engine.context_size)
         return engine
 
+    @property
+    def reports_prompt_progress(self) -> bool:
+        """llama-server sends `prompt_progress` when asked; vLLM and SGLang have no such report."""
+        return self.info.kind == "llama-server"
+
     def describe(self) -> dict:
         upstream = {"kind": self.info.kind, "model": self.info.model, **self.health.describe()}
         return {**super().describe(), "upstream": upstream}
@@ -125,14 +130,17 @@ class UpstreamEngine(Engine):
                                              transport=transport)
         return self._client
 
-    async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
+    async def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
         stats = generation.stats
         stats.prompt_tokens = len(generation.prompt_ids)
         if not generation.prompt_ids:
             raise EngineError("the prompt is empty")
         stop_ids = generation.params.stop_token_ids
         stream = TokenStream(self.tokenizer, stop_ids, stats, generation.params.max_tokens)
-        body = orjson.dumps(completion_request(self.info.kind, self.info.model, generation.prompt_ids, generation.params, stop_ids))
+        body = orjson.dumps(completion_request(
+            self.info.kind, self.info.model, generation.prompt_ids, generation.params, stop_ids,
+            report_progress=generation.report_progress and self.reports_prompt_progress,
+        ))
         outcome, failure = "cancelled", None
         try:
             with translate_transport_errors(self._timeout):
@@ -145,6 +153,9 @@ class UpstreamEngine(Engine):
                         chunk = parse_event(data)
                         if chunk is None:
                             break
+                        if chunk.prompt_progress is not None:
+                            yield chunk.prompt_progress
+                            continue
                         for token in stream.feed(chunk):
                             yield token
                         if stream.ended_by_us or generation.cancelled:

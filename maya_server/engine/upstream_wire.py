@@ -25,6 +25,7 @@ import orjson
 
 from ..errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
 from .base import SamplingParams
+from .progress import PromptProgress
 
 UpstreamKind = Literal["llama-server", "vllm", "sglang", "openai"]
 ERROR_MESSAGE_LIMIT = 400
@@ -41,17 +42,23 @@ class UpstreamChunk:
     finish_reason: str | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
+    prompt_progress: PromptProgress | None = None
+    """llama-server's `prompt_progress` (asked for with `return_progress`); such a chunk carries no token."""
 
 
 def completion_request(
-    kind: UpstreamKind, model: str | None, prompt_ids: list[int], params: SamplingParams, stop_ids: Iterable[int]
+    kind: UpstreamKind, model: str | None, prompt_ids: list[int], params: SamplingParams, stop_ids: Iterable[int],
+    *, report_progress: bool = False,
 ) -> dict[str, Any]:
-    """The streaming `/v1/completions` body for `kind`, with OpenAI's sampling semantics."""
+    """The streaming `/v1/completions` body for `kind`, with OpenAI's sampling semantics; `report_progress`
+    asks llama-server for its `prompt_progress` chunks."""
     body: dict[str, Any] = {
         "prompt": prompt_ids,
         "max_tokens": params.max_tokens,
         "temperature": params.temperature,
         "top_p": params.top_p,
+        "presence_penalty": params.presence_penalty,
+        "frequency_penalty": params.frequency_penalty,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -62,6 +69,8 @@ def completion_request(
     if kind == "llama-server":
         # llama-server samples with top-k 40 and min-p 0.05 unless told otherwise; OpenAI's API has neither.
         body.update({"n_probs": 1, "top_k": 0, "min_p": 0.0, "cache_prompt": True})
+        if report_progress:
+            body["return_progress"] = True
         return body
     body.update({
         "skip_special_tokens": False,
@@ -110,7 +119,16 @@ def _chunk(payload: dict) -> UpstreamChunk:
         finish_reason=choice.get("finish_reason") or None,
         completion_tokens=_int(usage.get("completion_tokens")),
         cached_tokens=_cached_tokens(payload, usage),
+        prompt_progress=prompt_progress(payload.get("prompt_progress")),
     )
+
+
+def prompt_progress(raw: object) -> PromptProgress | None:
+    """llama-server's `{total, cache, processed, time_ms}`; None when absent or not four counts."""
+    if not isinstance(raw, dict):
+        return None
+    values = [_int(raw.get(name)) for name in ("total", "cache", "processed", "time_ms")]
+    return None if None in values else PromptProgress(*values)
 
 
 def _token_ids(choice: dict) -> tuple[int, ...] | None:

@@ -8,7 +8,7 @@ time. So we listen on `receive` ourselves and cancel the work at once.
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 from starlette.requests import Request
 from starlette.types import Receive
@@ -29,8 +29,14 @@ async def wait_for_disconnect(receive: Receive) -> None:
 
 async def race_disconnect(receive: Receive, work: Awaitable[T]) -> T:
     """Run `work`; if the client disconnects first, cancel it and raise ClientGone."""
+    return await unless(wait_for_disconnect(receive), work, ClientGone)
+
+
+async def unless(stop: Awaitable[None], work: Awaitable[T], interrupted: Callable[[], Exception]) -> T:
+    """Run `work`; if `stop` completes first, cancel the work, wait for it to unwind, and raise
+    `interrupted()`."""
     task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(wait_for_disconnect(receive))
+    watcher = asyncio.ensure_future(stop)
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -38,7 +44,7 @@ async def race_disconnect(receive: Receive, work: Awaitable[T]) -> T:
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            raise ClientGone()
+            raise interrupted()
     return task.result()
 
 

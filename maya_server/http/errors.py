@@ -10,18 +10,24 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from ..errors import MayaError
+from .disconnect import ClientGone
 
 log = logging.getLogger("maya.http")
 
 
 def error_response(error: MayaError, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(error.body()), status_code=error.status, media_type="application/json", headers=headers)
+    return Response(orjson.dumps(error.body()), status_code=error.status, media_type="application/json",
+                    headers={**error.headers(), **(headers or {})})
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(MayaError)
     async def maya_error(_: Request, exc: MayaError) -> Response:
         return error_response(exc)
+
+    @app.exception_handler(ClientGone)
+    async def client_gone(_: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # the client left (mid-upload, say): nobody to answer, nothing wrong
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:

@@ -8,13 +8,21 @@ for the client's disconnect; a disconnect cancels the iterator at once, whose
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncGenerator, Callable
+import contextlib
+from typing import TYPE_CHECKING, AsyncGenerator, Callable
 
 import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .disconnect import ClientGone, race_disconnect
+from .disconnect import ClientGone, race_disconnect, unless
+
+if TYPE_CHECKING:
+    from .shutdown import Shutdown
+
+class ShuttingDown(Exception):
+    """The server began shutting down while a stream with a farewell was open."""
+
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -35,6 +43,13 @@ class EventStreamResponse(Response):
     `on_close` runs once the stream is over however it ended, even when the events were never
     started (a generator's own `finally` does not run then): it releases what the request holds.
     `write_timeout` (seconds) drops a reader whose socket does not take an event in time.
+    `farewell`, when given, makes the stream stop when the server starts shutting down (the app's
+    `Shutdown`, found in the request's lifespan state): the events are closed, which stops the
+    engine, and the bytes it returns (the API's terminal event) end the stream. Without it (a
+    background reader) the stream runs on until its job, cancelled by the shutdown, ends it.
+    `keepalive` (seconds), when given, sends an SSE comment line whenever no event has come for that
+    long (output held for validation), so clients with a read timeout keep waiting; the comment is
+    ignored by every SSE parser.
     """
 
     def __init__(
@@ -43,16 +58,21 @@ class EventStreamResponse(Response):
         status_code: int = 200,
         on_close: Callable[[], None] | None = None,
         write_timeout: float | None = None,
+        farewell: Callable[[], bytes] | None = None,
+        keepalive: float | None = None,
     ) -> None:
         self.events = events
+        self.keepalive = keepalive
         self.status_code = status_code
         self.on_close = on_close
         self.write_timeout = write_timeout
+        self.farewell = farewell
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        shutdown = scope.get("state", {}).get("shutdown") if self.farewell is not None else None
         try:
-            await race_disconnect(receive, self._pump(send))
+            await race_disconnect(receive, self._pump(send, shutdown))
         except ClientGone:
             pass  # the pump was cancelled: its events' finally blocks stopped the engine
         finally:
@@ -62,12 +82,57 @@ class EventStreamResponse(Response):
                 if self.on_close is not None:
                     self.on_close()
 
-    async def _pump(self, send: Send) -> None:
+    async def _pump(self, send: Send, shutdown: "Shutdown | None") -> None:
         await send({"type": "http.response.start", "status": self.status_code, "headers": SSE_HEADERS})
         try:
-            async for chunk in self.events:
-                async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if shutdown is None:
+                await self._send_events(send)
+            else:
+                try:
+                    await unless(shutdown.wait(), self._send_events(send), ShuttingDown)
+                except ShuttingDown:
+                    await self.events.aclose()  # the engine stops before the terminal event is written
+                    await self._write(send, self.farewell())
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (OSError, asyncio.TimeoutError):
             return  # the socket closed under us, or stopped taking data: same as a disconnect
+
+    async def _send_events(self, send: Send) -> None:
+        chunks = self.events if self.keepalive is None else with_keepalives(self.events, self.keepalive)
+        async with contextlib.aclosing(chunks):  # a keep-alive wrapper lets go of `events` first
+            async for chunk in chunks:
+                await self._write(send, chunk)
+
+    async def _write(self, send: Send, chunk: bytes) -> None:
+        if chunk:
+            async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
+
+KEEPALIVE_COMMENT = b": keep-alive\n\n"
+
+
+async def with_keepalives(events: AsyncGenerator[bytes, None], interval: float) -> AsyncGenerator[bytes, None]:
+    """`events`, with a keep-alive comment after every `interval` seconds without one. The pending
+    `__anext__` runs as a task that a timeout never cancels, so the event generator is not disturbed."""
+    pending: asyncio.Future | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(events.__anext__())
+            done, _ = await asyncio.wait({pending}, timeout=interval)
+            if not done:
+                yield KEEPALIVE_COMMENT
+                continue
+            try:
+                chunk = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield chunk
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending

@@ -118,6 +118,16 @@ class ResponseAssembler:
         message = "The response was cancelled before it finished."
         return events + [self._event("error", code="response_cancelled", message=message, param=None)]
 
+    def interrupted(self, error: MayaError) -> list[dict]:
+        """The terminal events of a stream the server stops (it is shutting down): open items close
+        incomplete, then the standard `error` event. Nothing when the response already finished."""
+        if self.finished:
+            return []
+        events = self._close_open("incomplete") + self._close_started_calls()
+        self.status = "failed"
+        self.error = {"code": "server_error", "message": error.message}
+        return events + [self._event("error", code=error.code, message=error.message, param=error.param)]
+
     def on_event(self, event: PipelineEvent) -> list[dict]:
         if isinstance(event, ReasoningDelta):
             return self._text_delta("reasoning", event.text)
@@ -142,6 +152,11 @@ class ResponseAssembler:
         if isinstance(event, Failed):
             return self._fail(event)
         return []
+
+    def reserve_sequence(self) -> int:
+        """A sequence number for an event outside this response's own stream (a reader's error)."""
+        self._sequence += 1
+        return self._sequence - 1
 
     def _event(self, kind: str, **fields: Any) -> dict:
         event = {"type": kind, "sequence_number": self._sequence, **fields}

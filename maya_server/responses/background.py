@@ -20,6 +20,7 @@ from starlette.responses import Response
 from ..errors import ConflictError, GoneError, InvalidRequestError, StorageCapacityError
 from ..generation import PipelineEvent
 from ..http.sse import EventStreamResponse
+from ..kept_json import dumps_kept
 from .assembler import ResponseAssembler
 from .event_log import EventLog
 from .jobs import Job, JobManager
@@ -39,14 +40,14 @@ def start_job(
     reading = ExitStack()
     with ExitStack() as undo:
         undo.callback(turn.release)
-        history = orjson.dumps(turn.input_history())
+        history = dumps_kept(turn.input_history())
         size = len(history) + len(orjson.dumps(assembler.snapshot()))
         if size > settings.job_input_bytes:
             raise StorageCapacityError(
                 f"This background request's input snapshot takes {size} bytes, over the limit of "
                 f"{settings.job_input_bytes} bytes per task. Run it in the foreground or shorten its history.",
             )
-        job = Job(assembler.id, turn.owner, assembler, EventLog(settings.event_count, settings.event_bytes),
+        job = Job(assembler.id, turn.owner, assembler, EventLog(settings.event_count, settings.event_bytes, assembler.reserve_sequence),
                   generate, turn, history)
         if stream:  # the reader slot first: a 429 for readers must not leave a job behind
             reading.enter_context(jobs.reader(turn.owner))
@@ -89,7 +90,7 @@ def not_streamable(response_id: str) -> ConflictError:
 def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Response:
     """The SSE response of one admitted reader; its slot is freed when the stream ends."""
     return EventStreamResponse(job.log.follow(cursor), on_close=reading.close,
-                               write_timeout=jobs.settings.stream_timeout_s)
+                               write_timeout=jobs.settings.stream_timeout_s, keepalive=jobs.keepalive_s)
 
 
 def _cursor(raw: str | None) -> int:

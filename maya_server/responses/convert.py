@@ -69,6 +69,9 @@ def to_settings(request: ResponsesRequest) -> GenerationSettings:
         max_tokens=request.max_output_tokens,
         temperature=1.0 if request.temperature is None else float(request.temperature),
         top_p=1.0 if request.top_p is None else float(request.top_p),
+        presence_penalty=float(request.presence_penalty or 0.0),
+        frequency_penalty=float(request.frequency_penalty or 0.0),
+        max_tool_calls=request.max_tool_calls,
     )
 
 

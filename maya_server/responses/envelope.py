@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .request import ResponsesRequest
 from .request_tools import FunctionToolChoice
+from .text_format import JsonSchemaFormat, OutputFormat
 
 
 def response_envelope(request: ResponsesRequest, model: str) -> dict:
@@ -27,13 +28,22 @@ def response_envelope(request: ResponsesRequest, model: str) -> dict:
         "background": request.background is True,
         "temperature": 1.0 if request.temperature is None else request.temperature,
         "top_p": 1.0 if request.top_p is None else request.top_p,
+        "presence_penalty": request.presence_penalty or 0.0,
+        "frequency_penalty": request.frequency_penalty or 0.0,
         "top_logprobs": request.top_logprobs or 0,
-        "text": {"format": request.output_format.model_dump(by_alias=True, exclude_none=True), "verbosity": "medium"},
+        "text": {"format": _format(request.output_format), "verbosity": "medium"},
         "tool_choice": _tool_choice(request),
         "tools": [_tool(t) for t in request.tools],
         "truncation": "disabled",
         "user": request.user,
     }
+
+
+def _format(fmt: OutputFormat) -> dict:
+    """A json_schema format echoes `description` and `strict` always (the Open Responses schema requires them)."""
+    if isinstance(fmt, JsonSchemaFormat):
+        return {**fmt.model_dump(by_alias=True), "strict": bool(fmt.strict)}
+    return fmt.model_dump(by_alias=True, exclude_none=True)
 
 
 def _tool_choice(request: ResponsesRequest):

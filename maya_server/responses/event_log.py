@@ -5,6 +5,9 @@ the log holds more than `max_count` events or `max_bytes` bytes, so a task's
 memory is bounded however long it runs. Readers hold a cursor (the last
 sequence number they delivered); a reader whose next event has been dropped
 is told so with a terminal `error` event: no event is ever silently skipped.
+That error takes a sequence number of its own, reserved from the task's
+numbering (`reserve_sequence`) and held in the log by an empty placeholder
+that other readers skip, so no two events ever share a number.
 A single event larger than `max_bytes` is refused with `EventTooLarge`: the
 task fails explicitly rather than publish a hole.
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from ..http.sse import encode_event
 
@@ -27,9 +30,12 @@ class EventTooLarge(Exception):
 
 
 class EventLog:
-    def __init__(self, max_count: int, max_bytes: int) -> None:
+    def __init__(self, max_count: int, max_bytes: int, reserve_sequence: Callable[[], int] | None = None) -> None:
+        """`reserve_sequence` takes the task's next sequence number for an event only one reader sees;
+        without it the log's next number is used (its owner then numbers later events past it)."""
         self.max_count = max_count
         self.max_bytes = max_bytes
+        self._reserve_sequence = reserve_sequence
         self._events: deque[tuple[int, bytes]] = deque()
         self.bytes = 0
         self.last = -1
@@ -46,12 +52,21 @@ class EventLog:
         frame = encode_event(event, event["type"])
         if len(frame) > self.max_bytes:
             raise EventTooLarge(len(frame), self.max_bytes)
-        self._events.append((event["sequence_number"], frame))
+        self._add(event["sequence_number"], frame)
+
+    def _add(self, sequence: int, frame: bytes) -> None:
+        self._events.append((sequence, frame))
         self.bytes += len(frame)
-        self.last = event["sequence_number"]
+        self.last = sequence
         while len(self._events) > self.max_count or self.bytes > self.max_bytes:
             self.bytes -= len(self._events.popleft()[1])
         self._wake()
+
+    def _reserve(self) -> int:
+        """A sequence number no retained or future event has, held by an empty placeholder frame."""
+        sequence = self._reserve_sequence() if self._reserve_sequence is not None else self.last + 1
+        self._add(sequence, b"")
+        return sequence
 
     def close(self) -> None:
         """No more events will come: readers stop once they have delivered the last one."""
@@ -80,21 +95,22 @@ class EventLog:
             waiter = self._appended  # taken before looking, so an append in between is not missed
             first = self.first_retained
             if cursor + 1 < first:
-                yield _overtaken(cursor)
+                yield _overtaken(cursor, self._reserve())
                 return
             index = cursor + 1 - first
             if index < len(self._events):
                 cursor, frame = self._events[index]
-                yield frame
+                if frame:  # an empty frame holds a number another reader's error event took
+                    yield frame
             elif self.closed:
                 return
             else:
                 await waiter.wait()
 
 
-def _overtaken(cursor: int) -> bytes:
+def _overtaken(cursor: int, sequence: int) -> bytes:
     event = {
-        "type": "error", "sequence_number": cursor + 1, "code": "stream_cursor_expired", "param": "starting_after",
+        "type": "error", "sequence_number": sequence, "code": "stream_cursor_expired", "param": "starting_after",
         "message": f"This reader fell behind: events after sequence number {cursor} are no longer retained. "
         "Retrieve the response without streaming to get its current state.",
     }

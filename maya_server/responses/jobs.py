@@ -123,9 +123,12 @@ class JobManager:
         clock: Callable[[], float] = time.monotonic,
         on_failure_saved: Callable[[Job], None] = lambda job: None,
         shutdown_wait_s: float = 10.0,
+        keepalive_s: float | None = None,
     ) -> None:
-        """`on_failure_saved` undoes a save when a job that was stored fails afterwards."""
+        """`on_failure_saved` undoes a save when a job that was stored fails afterwards; `keepalive_s` is the
+        longest a reader's stream stays silent (a queued task or a held answer) before a comment line."""
         self.settings = settings
+        self.keepalive_s = keepalive_s
         self.clock = clock
         self.shutdown_wait_s = shutdown_wait_s
         self.counters = JobCounters()

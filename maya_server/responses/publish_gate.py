@@ -11,7 +11,7 @@ incomplete result with no unvalidated content. No retries are attempted.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import AsyncIterator, Callable
 
 from ..errors import MayaError
 from ..events import TextDelta, ToolCallFinished, ToolCallStarted
@@ -99,3 +99,13 @@ class PublishGate:
     @staticmethod
     def _fail(reason: str, finished: Finished) -> Failed:
         return Failed(StructuredOutputError(reason), finished.usage)
+
+
+async def gated(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> AsyncIterator[PipelineEvent]:
+    """`events` through `gate`; closing this closes `events` (which stops the engine)."""
+    try:
+        async for event in events:
+            for released in gate.feed(event):
+                yield released
+    finally:
+        await events.aclose()

@@ -29,6 +29,8 @@ from .wire import Wire, bad_value, reject_unsupported
 METADATA_PAIRS = 16
 METADATA_KEY_CHARS = 64
 METADATA_VALUE_CHARS = 512
+CLIENT_METADATA_BYTES = 16 * 1024
+"""`client_metadata` (diagnostic context, never stored, echoed or logged): its keys and values together, UTF-8."""
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
@@ -57,6 +59,8 @@ class ResponsesRequest(Wire):
     reasoning: ReasoningConfig | None = None
     temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
     top_p: StrictFloat | None = Field(default=None, ge=0, le=1)
+    presence_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
     max_output_tokens: StrictInt | None = Field(default=None, ge=16)
     max_tool_calls: StrictInt | None = Field(default=None, ge=0)
     metadata: dict[StrictStr, StrictStr] | None = None
@@ -83,6 +87,8 @@ class ResponsesRequest(Wire):
     moderation: Any = None
     image: Any = None
     access_programs: Any = None
+    return_progress: Any = None
+    strata_mcp: Any = None
 
     @field_validator("input", mode="before")
     @classmethod
@@ -129,10 +135,13 @@ _UNSUPPORTED_FIELDS = {
     "moderation": "Maya does not run moderation.",
     "image": "images are encoded with the server's vision encoder settings.",
     "access_programs": "Maya has no access programs.",
+    "return_progress": "it is a Maya extension of /v1/chat/completions only.",
+    "strata_mcp": "it is a Maya extension of /v1/chat/completions only.",
 }
 _UNSUPPORTED_REASONING = {
-    "summary": "Maya returns plain reasoning text, not generated summaries.",
-    "generate_summary": "Maya returns plain reasoning text, not generated summaries.",
+    "summary": "Maya returns plain reasoning text, not generated summaries; omit it "
+    "(Codex CLI: model_reasoning_summary = \"none\" in config.toml).",
+    "generate_summary": "Maya returns plain reasoning text, not generated summaries; omit it.",
     "context": "the reasoning in 'input' is what the model sees.",
     "mode": "Maya has a single reasoning mode; use 'effort'.",
 }
@@ -147,7 +156,7 @@ def parse_responses_request(data: Any) -> ResponsesRequest:
     if request.input is None and request.previous_response_id is None:
         raise InvalidRequestError("Missing required parameter: 'input'.", param="input")
     _check_string_map(request.metadata, "metadata")
-    _check_string_map(request.client_metadata, "client_metadata")
+    _check_client_metadata(request.client_metadata)
     _check_include(request)
     _check_modes(request)
     check_tool_choice(request.tool_choice, request.tools)
@@ -167,6 +176,13 @@ def _check_string_map(values: Mapping[str, str] | None, param: str) -> None:
             raise bad_value(f"{param}.{key}", f"values are limited to {METADATA_VALUE_CHARS} characters.")
 
 
+def _check_client_metadata(values: Mapping[str, str] | None) -> None:
+    """Any string values (Codex sends an 837-character JSON string), bounded only in total size."""
+    size = sum(len(f"{k}{v}".encode("utf-8", "surrogatepass")) for k, v in (values or {}).items())
+    if size > CLIENT_METADATA_BYTES:
+        raise bad_value("client_metadata", f"its keys and values total {size} bytes; the limit is {CLIENT_METADATA_BYTES}.")
+
+
 def _check_include(request: ResponsesRequest) -> None:
     """Only the encrypted-reasoning projection, and only when there is no reasoning to encrypt."""
     for i, value in enumerate(request.include or ()):
@@ -177,7 +193,8 @@ def _check_include(request: ResponsesRequest) -> None:
         if request.effort != "none":
             raise bad_value(
                 f"include[{i}]",
-                f"{ENCRYPTED_REASONING!r} needs an explicit reasoning.effort of 'none': Maya cannot encrypt reasoning.",
+                f"{ENCRYPTED_REASONING!r} needs an explicit reasoning.effort of 'none': Maya cannot encrypt reasoning "
+                "(Codex CLI: model_reasoning_effort = \"none\" in config.toml).",
             )
 
 
@@ -189,5 +206,7 @@ def _check_modes(request: ResponsesRequest) -> None:
         raise bad_value("truncation", "'auto' is not supported; only 'disabled' is: history is never silently dropped.")
     if request.service_tier not in (None, "auto", "default"):
         raise bad_value("service_tier", f"{request.service_tier!r}. Only 'auto' and 'default' are supported.")
+    if request.max_tool_calls == 0 and request.tool_choice not in ("auto", "none"):
+        raise bad_value("max_tool_calls", "0 allows no call, but tool_choice requires one.")
     if request.top_logprobs:
         raise bad_value("top_logprobs", "log probabilities are not supported; send 0 or omit it.")

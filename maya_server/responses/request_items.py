@@ -16,7 +16,7 @@ from pydantic import Field, StrictStr
 
 from ..errors import InvalidRequestError
 from ..validation import validate_model
-from .wire import Wire, bad_value, path, reject_unsupported
+from .wire import Wire, bad_value, path, reject_unsupported, tag
 
 Status = Literal["in_progress", "completed", "incomplete"]
 Role = Literal["user", "assistant", "system", "developer"]
@@ -143,7 +143,7 @@ def parse_item(raw: Any, prefix: Sequence[Any]) -> InputItem:
     """One input item, dispatched on `type` (a message may omit it and give only a `role`)."""
     if not isinstance(raw, dict):
         raise InvalidRequestError(f"Invalid type for '{path(prefix)}': expected an object.", param=path(prefix))
-    kind = raw.get("type", "message" if "role" in raw else None)
+    kind = tag(raw, "type", prefix, "message" if "role" in raw else None)
     if kind == "message":
         return _parse_message(raw, prefix)
     if kind == "function_call":
@@ -160,7 +160,10 @@ def parse_item(raw: Any, prefix: Sequence[Any]) -> InputItem:
 def _unsupported_item(raw: dict, kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
     if kind == "item_reference" or (kind is None and "id" in raw):
         return InvalidRequestError(
-            "Item references are not supported: send the full item instead of its id.", param=path(prefix, "type")
+            "Item references are not supported: send the full item instead of its id, or continue a stored "
+            "response with 'previous_response_id'. (The Vercel AI SDK sends references unless its OpenAI "
+            "provider is given providerOptions: {openai: {store: false}}.)",
+            param=path(prefix, "type"),
         )
     if kind is None:
         return InvalidRequestError(f"Missing required parameter: '{path(prefix, 'type')}'.", param=path(prefix, "type"))
@@ -172,7 +175,7 @@ def _unsupported_item(raw: dict, kind: Any, prefix: Sequence[Any]) -> InvalidReq
 
 
 def _parse_message(raw: dict, prefix: Sequence[Any]) -> MessageItem:
-    role = raw.get("role")
+    role = tag(raw, "role", prefix)
     if role not in _ROLE_PARTS:
         raise bad_value(
             path(prefix, "role"), f"{role!r}. Supported roles are 'user', 'assistant', 'system' and 'developer'."
@@ -212,7 +215,7 @@ def _parse_part(raw: Any, allowed: dict[str, type[Wire]], prefix: Sequence[Any])
     """One content part of the kinds `allowed` here, with the checks Maya adds to OpenAI's types."""
     if not isinstance(raw, dict):
         raise InvalidRequestError(f"Invalid type for '{path(prefix)}': expected an object.", param=path(prefix))
-    kind = raw.get("type")
+    kind = tag(raw, "type", prefix)
     if kind not in allowed:
         raise _bad_part_type(kind, allowed, prefix)
     part = validate_model(allowed[kind], raw, prefix=prefix)

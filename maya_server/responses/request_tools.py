@@ -15,7 +15,7 @@ from pydantic import Field, StrictBool, StrictStr
 from ..errors import InvalidRequestError
 from ..validation import validate_model
 from .schema_check import check_schema
-from .wire import Wire, bad_value, path, reject_unsupported
+from .wire import Wire, bad_value, path, reject_unsupported, tag
 
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
 _CHOICE_MODES = ("auto", "none", "required")
@@ -60,7 +60,7 @@ def parse_tools(raw: Any, prefix: Sequence[Any] = ("tools",)) -> tuple[FunctionT
 def _parse_tool(raw: Any, prefix: Sequence[Any]) -> FunctionTool:
     if not isinstance(raw, dict):
         raise InvalidRequestError(f"Invalid type for '{path(prefix)}': expected an object.", param=path(prefix))
-    kind = raw.get("type")
+    kind = tag(raw, "type", prefix)
     if kind != "function":
         raise _unsupported_tool(kind, prefix)
     tool = validate_model(FunctionTool, raw, prefix=prefix)
@@ -76,8 +76,16 @@ def _parse_tool(raw: Any, prefix: Sequence[Any]) -> FunctionTool:
             param=path(prefix, "allowed_callers"),
         )
     if tool.strict:
-        _check_strict_parameters(tool, prefix)
+        check_strict_parameters(tool.parameters, path(prefix, "parameters"))
     return tool
+
+
+_CLIENT_HINTS = {
+    "web_search": " (Codex CLI: web_search = \"disabled\" in config.toml)",
+    "web_search_preview": " (Codex CLI: web_search = \"disabled\" in config.toml)",
+    "namespace": " (Codex CLI: [agents] enabled = false in config.toml)",
+}
+"""What to set in a client known to send a tool type by default."""
 
 
 def _unsupported_tool(kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
@@ -85,21 +93,21 @@ def _unsupported_tool(kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
     if kind is None:
         return InvalidRequestError(f"Missing required parameter: '{where}'.", param=where)
     return InvalidRequestError(
-        f"Tool type {kind!r} is not supported: Maya serves only 'function' tools; "
-        "hosted, custom and namespace tools are not available.",
+        f"Tool type {kind!r} is not supported: Maya serves only 'function' tools; hosted, custom and "
+        f"namespace tools are not available. Leave them out of 'tools'{_CLIENT_HINTS.get(kind, '')}.",
         param=where,
     )
 
 
-def _check_strict_parameters(tool: FunctionTool, prefix: Sequence[Any]) -> None:
-    where = path(prefix, "parameters")
-    if tool.parameters is None:
+def check_strict_parameters(parameters: dict | None, where: str) -> None:
+    """A strict function's parameters: present, and inside the strict schema subset (both APIs)."""
+    if parameters is None:
         raise InvalidRequestError(
             f"'{where}' is required when 'strict' is true; for a function without arguments send "
             '{"type": "object", "properties": {}, "additionalProperties": false}.',
             param=where,
         )
-    check_schema(tool.parameters, strict=True, param=where)
+    check_schema(parameters, strict=True, param=where)
 
 
 def parse_tool_choice(raw: Any, prefix: Sequence[Any] = ("tool_choice",)) -> ToolChoice:
@@ -111,7 +119,7 @@ def parse_tool_choice(raw: Any, prefix: Sequence[Any] = ("tool_choice",)) -> Too
         return raw  # type: ignore[return-value]
     if not isinstance(raw, dict):
         raise InvalidRequestError(f"Invalid type for '{where}': expected a string or an object.", param=where)
-    kind = raw.get("type")
+    kind = tag(raw, "type", prefix)
     if kind == "function":
         return validate_model(FunctionToolChoice, raw, prefix=prefix)
     if kind is None:

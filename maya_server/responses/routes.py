@@ -2,8 +2,8 @@
 
 Everything that can be refused is refused before the engine is touched:
 request validation, unsupported features, the stored history it continues
-(404/503), conversion (call/result matching, images) and the context check
-all raise first. A `store:true` response is saved before its terminal event;
+(404/503), conversion (call/result matching, images), the context check and
+the engine queue's admission (429) all raise first. A `store:true` response is saved before its terminal event;
 a `background:true` one becomes a job (see `background.py`, `jobs.py`).
 """
 
@@ -15,47 +15,73 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from ..errors import InvalidRequestError
 from ..generation import GenerationService, PipelineEvent
+from ..http.body import BodyLimits, off_loop, read_json
 from ..http.disconnect import ClientGone, until_disconnected
+from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
-from ..validation import parse_json_object
 from .assembler import ResponseAssembler
 from .background import start_job
 from .convert import to_conversation, to_settings
-from .publish_gate import PublishGate
+from .publish_gate import PublishGate, gated
 from .jobs import JobManager
 from .request import ResponsesRequest, parse_responses_request
 from .store import ResponseStore
 from .stored_turn import StoredTurn
 from .structured import StructuredValidator
 
-def responses_router(service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str) -> APIRouter:
+def responses_router(
+    service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str, limits: BodyLimits,
+    *, keepalive_s: float,
+) -> APIRouter:
+    """`keepalive_s`: while a stream's output is held for validation, the longest silence before a comment line."""
     router = APIRouter()
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
-        body = parse_responses_request(parse_json_object(await request.body()))
+        body, large = await read_json(request, limits, parse_responses_request)
         turn = StoredTurn(store, request.state.owner, body, jobs.find)
         try:
-            prepared = service.prepare(
+            prepared = await off_loop(large, lambda: service.prepare(
                 to_conversation(body, prior=turn.prior), to_settings(body), context_param="input"
-            )
+            ))
+            # a full queue is a 429 here, before any byte of a stream; an admitted background job
+            # takes its place when a worker starts it, and waits however full the queue is
+            admission = None if body.background else service.admit()
         except BaseException:
             turn.release()
             raise
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
-        generate = lambda: _gated(service.run(prepared), _gate(body))  # noqa: E731
-        if body.background:
+        gate = _gate(body)
+        if admission is None:
+            generate = lambda: gated(service.run(prepared, service.admit(bounded=False)), gate)  # noqa: E731
             return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
+        events = gated(service.run(prepared, admission), gate)
+
+        def release() -> None:
+            admission.release()
+            turn.release()
+
         if body.stream:
-            return EventStreamResponse(_stream(assembler, generate()), on_close=turn.release)
+            return EventStreamResponse(_stream(assembler, events), on_close=release,
+                                       farewell=lambda: _encoded(assembler.interrupted(shutdown_error())),
+                                       keepalive=keepalive_s if gate.active else None)
         try:
-            await until_disconnected(request, _drain(assembler, generate()))
+            await until_disconnected(request, _drain(assembler, events))
         except ClientGone:
             return Response(status_code=499)  # nobody is listening; the engine was stopped
         finally:
-            turn.release()
+            release()
         return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
+
+    @router.post("/v1/responses/compact")
+    async def compact_response() -> Response:
+        raise InvalidRequestError(
+            "Compaction is not supported: Maya does not compact context on the server. Send the history you "
+            "want the model to see in 'input', or continue a stored response with 'previous_response_id'.",
+            code="unsupported_endpoint",
+        )
 
     return router
 
@@ -65,18 +91,13 @@ def _gate(body: ResponsesRequest) -> PublishGate:
     return PublishGate(StructuredValidator.for_format(body.output_format), tools)
 
 
-async def _gated(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> AsyncIterator[PipelineEvent]:
-    try:
-        async for event in events:
-            for released in gate.feed(event):
-                yield released
-    finally:
-        await events.aclose()
-
-
 async def _drain(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> None:
     async for event in events:
         assembler.on_event(event)
+
+
+def _encoded(events: list[dict]) -> bytes:
+    return b"".join(encode_event(event, event["type"]) for event in events)
 
 
 async def _stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> AsyncIterator[bytes]:

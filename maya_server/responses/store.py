@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
@@ -40,6 +40,7 @@ from typing import Callable, Iterator, Sequence
 import orjson
 
 from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
+from ..kept_json import dumps_kept
 from .settings import ResponsesSettings
 
 REFERENCE_BYTES = 8
@@ -62,7 +63,7 @@ def pack_own(response: dict) -> bytes:
     usage = response.get("usage")
     if usage is not None and _usage_of(_usage_values(usage)) == usage:
         values[ENTRY_KEYS.index("usage")] = _usage_values(usage)
-    return orjson.dumps(values)
+    return dumps_kept(values)
 
 
 def unpack_own(data: bytes) -> dict:
@@ -124,11 +125,17 @@ class Entry:
     own: bytes
     envelope: Block
     expires_at: float
-    live: bool = True
 
     @property
     def expanded_bytes(self) -> int:
+        """Its full history, output and metadata as JSON: what a continuation expands."""
         return self.lineage.offsets[self.output_end] + len(self.own) + self.envelope.size
+
+    @property
+    def response_bytes(self) -> int:
+        """Its output and metadata as JSON: what retrieving the response expands."""
+        offsets = self.lineage.offsets
+        return offsets[self.output_end] - offsets[self.input_end] + len(self.own) + self.envelope.size
 
 
 @dataclass
@@ -181,7 +188,9 @@ class ResponseStore:
         self.counters = StoreCounters()
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, Entry] = OrderedDict()  # least recently used first
-        self._expiry: deque[Entry] = deque()  # insertion order = expiry order (the TTL is fixed)
+        self._expiry: OrderedDict[str, Entry] = OrderedDict()
+        """Insertion order = expiry order (the TTL is fixed). Every removal takes its entry out of here
+        too, so nothing evicted or deleted lingers behind an entry that is still alive."""
         self._envelopes: dict[tuple[str, bytes], Block] = {}
         self._bytes = 0
         self._owner_bytes: Counter[str] = Counter()
@@ -208,7 +217,7 @@ class ResponseStore:
             entry = self._find(owner, response_id)
             own, envelope = entry.own, entry.envelope.data
             outputs = entry.lineage.blocks[entry.input_end : entry.output_end]
-        with self.assembling(entry.expanded_bytes):
+        with self.assembling(entry.response_bytes):
             return {**unpack_own(own), **orjson.loads(envelope), "output": [orjson.loads(b.data) for b in outputs]}
 
     def input_blocks(self, owner: str, response_id: str) -> list[Block]:
@@ -241,9 +250,9 @@ class ResponseStore:
         """Store a finished response: `new_items` are this turn's input items (with ids), appended
         to `base`'s history; `response["output"]` its output items. Raises StorageCapacityError."""
         started = time.perf_counter()
-        blocks = [Block(orjson.dumps(item), item["id"]) for item in (*new_items, *response["output"])]
+        blocks = [Block(dumps_kept(item), item["id"]) for item in (*new_items, *response["output"])]
         own = pack_own(response)
-        envelope = orjson.dumps({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
+        envelope = dumps_kept({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
         history = base.history_bytes if base else 0
         expanded = history + sum(b.size for b in blocks) + len(own) + len(envelope)
         self.check_fits(expanded)
@@ -260,7 +269,7 @@ class ResponseStore:
             self._charge(owner, len(own))
             self._entries[entry.id] = entry
             self._owner_entries[owner] += 1
-            self._expiry.append(entry)
+            self._expiry[entry.id] = entry
             if not self._make_room(entry):
                 self._remove(entry)  # its blocks go with it: nobody else uses the slots it appended
                 self.counters.rejections += 1
@@ -322,8 +331,8 @@ class ResponseStore:
             self._drop_user(continuation.lineage, continuation.end)
 
     def _snapshot_limit(self) -> int:
-        s = self.settings
-        return min(s.entry_bytes, s.cache_bytes, s.owner_bytes or s.cache_bytes)
+        s = self.settings  # a snapshot over the assembly budget could be stored but never continued
+        return min(s.entry_bytes, s.cache_bytes, s.owner_bytes or s.cache_bytes, s.assembly_bytes)
 
     def _lineage_for(self, owner: str, base: Continuation | None) -> Lineage:
         """The base's lineage when the base is its tip; else a new one holding the base's references."""
@@ -382,15 +391,16 @@ class ResponseStore:
         return False
 
     def _purge(self, now: float) -> None:
-        while self._expiry and (self._expiry[0].expires_at <= now or not self._expiry[0].live):
-            entry = self._expiry.popleft()
-            if entry.live:
-                self._remove(entry)
-                self.counters.expirations += 1
+        while self._expiry:
+            entry = next(iter(self._expiry.values()))
+            if entry.expires_at > now:
+                return
+            self._remove(entry)
+            self.counters.expirations += 1
 
     def _remove(self, entry: Entry) -> None:
-        entry.live = False
         del self._entries[entry.id]
+        del self._expiry[entry.id]
         self._owner_entries[entry.owner] -= 1
         if not self._owner_entries[entry.owner]:
             del self._owner_entries[entry.owner]

@@ -14,7 +14,7 @@ from pydantic import Field, StrictBool, StrictStr
 from ..errors import InvalidRequestError
 from ..validation import validate_model
 from .schema_check import check_schema
-from .wire import Wire, bad_value, path
+from .wire import Wire, bad_value, path, tag
 
 
 class TextFormat(Wire):
@@ -64,8 +64,8 @@ def parse_text_config(raw: Any, prefix: Sequence[Any] = ("text",)) -> TextConfig
 def parse_format(raw: Any, prefix: Sequence[Any]) -> OutputFormat:
     if not isinstance(raw, dict):
         raise InvalidRequestError(f"Invalid type for '{path(prefix)}': expected an object.", param=path(prefix))
-    kind = raw.get("type")
-    model = _FORMATS.get(kind) if isinstance(kind, str) else None
+    kind = tag(raw, "type", prefix)
+    model = _FORMATS.get(kind)
     if kind is None:
         raise InvalidRequestError(f"Missing required parameter: '{path(prefix, 'type')}'.", param=path(prefix, "type"))
     if model is None:

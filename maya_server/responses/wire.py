@@ -37,6 +37,16 @@ def reject_unsupported(model: BaseModel, prefix: Sequence[Any], reasons: Mapping
             raise InvalidRequestError(f"'{path(prefix, name)}' is not supported: {reason}", param=path(prefix, name))
 
 
+def tag(raw: dict, key: str, prefix: Sequence[Any], default: Any = None) -> Any:
+    """A dispatching field (`type`, `role`): a string, or absent; anything else is a 400 here, before
+    it is looked up in a table (an object or array is not even hashable)."""
+    value = raw.get(key, default)
+    if value is not None and not isinstance(value, str):
+        where = path(prefix, key)
+        raise InvalidRequestError(f"Invalid type for '{where}': expected a string.", param=where)
+    return value
+
+
 def bad_value(param: str, message: str) -> InvalidRequestError:
     """The error for a value that has the right type but is not allowed here."""
     return InvalidRequestError(f"Invalid value for '{param}': {message}", param=param)

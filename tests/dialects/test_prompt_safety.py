@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tokenizers import Tokenizer
 
-from maya_server.conversation import Conversation, ImagePart, Message, TextPart, ToolResult
+from maya_server.conversation import Conversation, ImagePart, Message, TextPart, ToolResult, ToolSpec
 from maya_server.dialects import get_dialect
 
 from .conversations import TOOLS, call, system, user
@@ -38,6 +38,24 @@ def test_special_tokens_in_client_text_stay_plain(model_files, family):
     assert all(len(tokenizer.encode(s.text, special=True)) == 1 for s in prompt.segments if s.control)
     assert [i for i in prompt.token_ids(tokenizer) if i in added] == control_ids
     assert INJECTION in prompt.text
+
+
+@pytest.mark.parametrize("family", TOKENIZERS)
+def test_mcp_tool_descriptions_and_results_stay_plain(model_files, family):
+    """An MCP server's tool listing and results are model input as much as the client's text is."""
+    schema = {"type": "object", "properties": {"q": {"type": "string", "description": INJECTION}}}
+    mcp_tool = ToolSpec("lookup", INJECTION, schema)
+    conversation = Conversation((
+        user("Look it up."),
+        Message("assistant", (), None, (call("c1", "lookup", q="x"),)),
+        ToolResult("c1", (TextPart(INJECTION),), "lookup"),
+    ), tools=TOOLS + (mcp_tool,))
+    prompt = get_dialect(family).render(conversation)
+    tokenizer = model_files.ours(TOKENIZERS[family])
+    added = set(Tokenizer.from_file(str(model_files.file(TOKENIZERS[family]))).get_added_tokens_decoder())
+    control_ids = [i for s in prompt.segments if s.control for i in tokenizer.encode(s.text, special=True)]
+    assert [i for i in prompt.token_ids(tokenizer) if i in added] == control_ids
+    assert INJECTION in prompt.text and "lookup" in prompt.text
 
 
 @pytest.mark.parametrize("family", ["glm", "chatml", "deepseek-v4"])

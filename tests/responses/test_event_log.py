@@ -82,7 +82,41 @@ def test_a_reader_overtaken_while_connected_gets_a_terminal_error_not_a_gap():
     first, rest = asyncio.run(scenario())
     assert first["sequence_number"] == 0
     assert len(rest) == 1 and rest[0]["type"] == "error"
-    assert rest[0]["code"] == "stream_cursor_expired" and rest[0]["sequence_number"] == 1
+    assert rest[0]["code"] == "stream_cursor_expired"
+    assert rest[0]["sequence_number"] == 10  # its own number, not that of an event it never delivered
+
+
+def test_the_overtaken_error_takes_a_number_from_the_tasks_numbering_that_other_readers_skip():
+    numbering = iter(range(100))
+
+    def next_number() -> int:
+        return next(numbering)
+
+    async def scenario():
+        log = EventLog(max_count=4, max_bytes=100_000, reserve_sequence=next_number)
+
+        def publish() -> None:
+            n = next_number()
+            log.append(event(n))
+
+        for _ in range(3):
+            publish()
+        slow, fast = log.follow(-1), log.follow(-1)
+        await slow.__anext__()
+        fast_seen = [decode(await fast.__anext__())["sequence_number"] for _ in range(3)]
+        for _ in range(5):  # the slow reader is overtaken; the fast one keeps up
+            publish()
+            fast_seen.append(decode(await fast.__anext__())["sequence_number"])
+        error = decode(await slow.__anext__())
+        publish()
+        log.close()
+        fast_seen += [decode(frame)["sequence_number"] async for frame in fast]
+        return error, fast_seen
+
+    error, fast_seen = asyncio.run(scenario())
+    assert error["code"] == "stream_cursor_expired"
+    assert error["sequence_number"] not in fast_seen
+    assert len(set(fast_seen)) == len(fast_seen) and fast_seen == sorted(fast_seen)
 
 
 def test_a_reader_at_the_end_of_a_closed_log_stops_at_once():

@@ -43,7 +43,7 @@ REJECTIONS = [
     ("prompt_cache_key long", {"prompt_cache_key": "p" * 257}, "prompt_cache_key"),
     ("prompt_cache_key type", {"prompt_cache_key": 7}, "prompt_cache_key"),
     ("client_metadata value type", {"client_metadata": {"k": 1}}, "client_metadata.k"),
-    ("client_metadata 17 pairs", {"client_metadata": {f"k{i}": "v" for i in range(17)}}, "client_metadata"),
+    ("client_metadata over 16 KiB", {"client_metadata": {"k": "v" * 16384}}, "client_metadata"),
     ("include other value", {"include": ["message.output_text.logprobs"]}, "include[0]"),
     ("include second value", {"include": ["reasoning.encrypted_content", "file_search_call.results"],
                               "reasoning": {"effort": "none"}}, "include[1]"),

@@ -3,7 +3,8 @@
 The SDK's client builds its models without validating them, so these helpers
 read the bytes with httpx and validate every SSE event with
 `TypeAdapter(ResponseStreamEvent)` and every response object with
-`Response.model_validate`; a field the SDK does not know is an error too.
+`Response.model_validate`; a field the SDK does not know is an error too. Each
+is also validated against the Open Responses schema (`tests/open_responses`).
 `read_stream` then checks what a conforming stream promises: sequence numbers
 0..n-1, created → in_progress → … → one terminal event, each item added before
 its deltas and done after them, joined deltas equal to the done text/arguments,
@@ -19,8 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from openai.types.responses import Response, ResponseFunctionCallArgumentsDoneEvent, ResponseStreamEvent
+from openai.types.responses import (
+    Response, ResponseFunctionCallArgumentsDoneEvent, ResponseStreamEvent,
+)
 from pydantic import BaseModel, TypeAdapter
+
+from tests.open_responses.validate import check_response_object, check_stream_event
 
 STREAM_EVENT = TypeAdapter(ResponseStreamEvent)
 EVENT_CLASSES = {
@@ -67,8 +72,12 @@ class StreamResult:
         return self.events[-1].response
 
 
-KNOWN_EXTRAS = {Response: {"store"}, ResponseFunctionCallArgumentsDoneEvent: {"name"}}
-"""Fields OpenAI's API sends that this SDK version's types do not declare."""
+KNOWN_EXTRAS = {
+    Response: {"store", "presence_penalty", "frequency_penalty"},
+    ResponseFunctionCallArgumentsDoneEvent: {"name"},
+}
+"""Fields OpenAI's API (or the Open Responses schema, which requires them) sends that this SDK version's
+types do not declare."""
 
 
 def no_unknown_fields(model: Any, where: str = "") -> None:
@@ -84,9 +93,18 @@ def no_unknown_fields(model: Any, where: str = "") -> None:
 
 
 def validate_response(data: dict) -> Response:
+    """`data` as the SDK's `Response` (every field known), valid for the Open Responses schema too,
+    and consistent (`check_response`)."""
+    response = validate_response_types(data)
+    check_response(response)
+    return response
+
+
+def validate_response_types(data: dict) -> Response:
+    """`data` as the SDK's `Response` (every field known), valid for the Open Responses schema too."""
+    check_response_object(data)
     response = Response.model_validate(data)
     no_unknown_fields(response, "response")
-    check_response(response)
     return response
 
 
@@ -112,6 +130,17 @@ def check_response(response: Response) -> None:
         assert response.incomplete_details is not None
     else:
         assert response.incomplete_details is None
+
+
+def validate_event(raw: dict) -> Any:
+    """`raw` as the SDK's stream event of its type (every field known), valid for the Open Responses schema too."""
+    assert raw.get("type") in EVENT_CLASSES, f"not an SDK stream event type: {raw.get('type')!r}"
+    EVENT_CLASSES[raw["type"]].model_validate(raw)  # readable errors for the one type it claims
+    check_stream_event(raw)
+    event = STREAM_EVENT.validate_python(raw)
+    assert type(event) is EVENT_CLASSES[raw["type"]]
+    no_unknown_fields(event, event.type)
+    return event
 
 
 def post_json(http: httpx.Client, body: dict) -> tuple[Response, dict]:
@@ -166,13 +195,8 @@ def read_stream(http: httpx.Client, body: dict, *, check: bool = True) -> Stream
             assert data != "[DONE]", "the Responses stream has no [DONE] sentinel"
             raw = httpx.Response(200, content=data).json()
             assert name == raw.get("type"), f"event line {name!r} but data type {raw.get('type')!r}"
-            assert raw["type"] in EVENT_CLASSES, f"not an SDK stream event type: {raw['type']!r}"
-            EVENT_CLASSES[raw["type"]].model_validate(raw)  # readable errors for the one type it claims
-            event = STREAM_EVENT.validate_python(raw)
-            assert type(event) is EVENT_CLASSES[raw["type"]]
-            no_unknown_fields(event, event.type)
             result.raw.append(raw)
-            result.events.append(event)
+            result.events.append(validate_event(raw))
     if check:
         check_stream(result)
     return result

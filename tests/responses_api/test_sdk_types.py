@@ -48,3 +48,12 @@ def test_a_failed_response_error_code_is_one_the_sdk_knows(start_server, body, s
     raw = raw_events(server, {"model": "m", "input": "hi", **body})[-1]
     assert raw["type"] == "response.failed"
     Response.model_validate(raw["response"])
+
+
+def test_the_sdk_stream_yields_the_error_event_and_response_failed(start_server):
+    """The SDK raises on any stream event carrying an `error` key; Maya's `error` event has none, so the
+    SDK's users see `error` then `response.failed` (the Open Responses nested shape would hide both)."""
+    server = start_server([{"text": "one two three four", "fail_after": 2}])
+    events = list(server.client().responses.create(model="m", input="hi", stream=True))
+    assert [e.type for e in events[-2:]] == ["error", "response.failed"]
+    assert events[-2].code == "engine_error" and events[-1].response.status == "failed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from .sse import post_error, post_json, read_stream
@@ -106,3 +108,49 @@ def test_status_lists_the_responses_endpoint(start_server):
         status = http.get("/v1/status").json()
     assert "/v1/responses" in status["dialects"]
     assert "/v1/chat/completions" in status["dialects"]
+
+
+CODEX_TURN_METADATA = json.dumps({"installation_id": "9c2381b9-0699-4525-9c4a-d985666e3d32", "turn": "t" * 780})
+
+
+def test_long_client_metadata_values_are_accepted_and_never_kept(start_server):
+    """Codex CLI sends an 837-character JSON string under x-codex-turn-metadata: not a `metadata` value."""
+    server = start_server(["ok"])
+    assert len(CODEX_TURN_METADATA) > 512
+    body = {"model": "m", "input": ASK, "store": True, "client_metadata": {"x-codex-turn-metadata": CODEX_TURN_METADATA}}
+    with server.http() as http:
+        _, raw = post_json(http, body)
+        stored = http.get(f"/v1/responses/{raw['id']}").json()
+        items = http.get(f"/v1/responses/{raw['id']}/input_items").text
+        status = http.get("/v1/status").text + http.get("/metrics/prometheus").text
+    for text in (str(raw), str(stored), items, status, server.engine.last_prompt_text):
+        assert "9c2381b9" not in text
+
+
+def test_client_metadata_over_its_size_limit_is_refused(start_server):
+    server = start_server(["ok"])
+    with server.http() as http:
+        error = post_error(http, {"model": "m", "input": ASK, "client_metadata": {"a": "x" * 8192, "b": "y" * 8192}})
+    assert error["param"] == "client_metadata" and "16384" in error["message"]
+    assert server.engine.calls == 0
+
+
+def test_penalties_reach_the_engine_and_are_echoed(start_server):
+    server = start_server(["ok"])
+    with server.http() as http:
+        response, raw = post_json(http, {"model": "m", "input": ASK, "presence_penalty": 0.5, "frequency_penalty": -1.0})
+        _, defaults = post_json(http, {"model": "m", "input": ASK})
+    params = server.engine.params[0]
+    assert (params.presence_penalty, params.frequency_penalty) == (0.5, -1.0)
+    assert (raw["presence_penalty"], raw["frequency_penalty"]) == (0.5, -1.0)
+    assert (defaults["presence_penalty"], defaults["frequency_penalty"]) == (0.0, 0.0)
+    assert server.engine.params[1].presence_penalty == 0.0
+
+
+@pytest.mark.parametrize("field", ["presence_penalty", "frequency_penalty"])
+def test_penalties_out_of_range_are_refused(start_server, field):
+    server = start_server(["ok"])
+    with server.http() as http:
+        error = post_error(http, {"model": "m", "input": ASK, field: 2.5})
+    assert error["param"] == field
+    assert server.engine.calls == 0
