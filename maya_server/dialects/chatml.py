@@ -142,7 +142,7 @@ def _write_result(builder: PromptBuilder, turns: tuple[Turn, ...], index: int) -
 def _write_parts(builder: PromptBuilder, parts: tuple[Part, ...]) -> None:
     for part in parts:
         if isinstance(part, ImagePart):
-            VOCABULARY.write(builder, IMAGE_PLACEHOLDER)
+            builder.control("<|vision_start|>").media("<|image_pad|>").control("<|vision_end|>")
         else:
             builder.plain(part.text)
 

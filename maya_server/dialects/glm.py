@@ -167,7 +167,7 @@ class GlmDialect:
             elif self.variant == "5.2":
                 builder.plain(IMAGE_REMINDER)
             else:
-                VOCABULARY.write(builder, IMAGE_PLACEHOLDER)
+                builder.control("<|begin_of_image|>").media("<|image|>").control("<|end_of_image|>")
 
     def _write_no_thinking(self, builder: PromptBuilder) -> None:
         if self.variant == "5.2":

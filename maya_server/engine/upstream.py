@@ -37,9 +37,9 @@ from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
 from .base import Engine, EngineOutput, Generation
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
-from .upstream_probe import UpstreamInfo, probe_upstream
+from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
 from .upstream_stream import TokenStream
-from .upstream_wire import completion_request, error_from_response, parse_error_event, parse_event
+from .upstream_wire import completion_request, error_from_response, multimodal_prompt, parse_error_event, parse_event
 
 log = logging.getLogger("maya.engine")
 
@@ -77,6 +77,12 @@ class UpstreamEngine(Engine):
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._uds = uds
         self._client: httpx.AsyncClient | None = None
+        self.accepts_images = info.kind == "llama-server" and info.vision
+        self.images_refusal = (
+            "the upstream llama-server was started without a multimodal projector; start it with --mmproj FILE"
+            if info.kind == "llama-server" else
+            f"Maya sends {info.kind} token-id prompts through its completion endpoint, which carries no images; "
+            "use llama-server with --mmproj (embedded: Maya's --mmproj FILE)")
 
     @classmethod
     def connect(cls, config: ServerConfig) -> "UpstreamEngine":
@@ -94,8 +100,14 @@ class UpstreamEngine(Engine):
                 raise ConfigError(
                     "upstream_url", f"{exc.message} at {public_url(config.upstream_url)}; is it running and ready?"
                 ) from None
-        if config.upstream_model is not None:
-            info = replace(info, model=config.upstream_model)
+            if config.upstream_model is not None:
+                info = replace(info, model=config.upstream_model)
+            image_tokens = 0
+            if info.vision and info.kind == "llama-server":
+                try:
+                    image_tokens = measure_image_tokens(client, info.model)
+                except UpstreamError as exc:
+                    raise ConfigError("upstream_url", f"the upstream's image probe failed: {exc.message}") from None
         engine = cls(
             config.upstream_url, tokenizer, info,
             slots=config.upstream_slots or info.slots or DEFAULT_SLOTS,
@@ -104,6 +116,7 @@ class UpstreamEngine(Engine):
             connect_timeout=config.upstream_connect_timeout,
             read_timeout=config.upstream_read_timeout,
         )
+        engine.image_tokens = image_tokens
         engine.health.checked(True)
         engine.template_family = family_from_template(template_from_model_dir(config.tokenizer) or info.chat_template)
         log.info("upstream %s (%s) at %s: %d slots, context %d",
@@ -132,13 +145,18 @@ class UpstreamEngine(Engine):
 
     async def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
         stats = generation.stats
-        stats.prompt_tokens = len(generation.prompt_ids)
+        stats.prompt_tokens = len(generation.prompt_ids) + len(generation.images) * self.image_tokens
         if not generation.prompt_ids:
             raise EngineError("the prompt is empty")
+        if generation.images and not self.accepts_images:
+            raise EngineError(f"images reached an engine that cannot take them: {self.images_refusal}")
         stop_ids = generation.params.stop_token_ids
         stream = TokenStream(self.tokenizer, stop_ids, stats, generation.params.max_tokens)
+        prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
+                                    generation.image_positions)
+                  if generation.images else generation.prompt_ids)
         body = orjson.dumps(completion_request(
-            self.info.kind, self.info.model, generation.prompt_ids, generation.params, stop_ids,
+            self.info.kind, self.info.model, prompt, generation.params, stop_ids,
             report_progress=generation.report_progress and self.reports_prompt_progress,
         ))
         outcome, failure = "cancelled", None
@@ -153,6 +171,8 @@ class UpstreamEngine(Engine):
                         chunk = parse_event(data)
                         if chunk is None:
                             break
+                        if chunk.prompt_tokens is not None and generation.images:
+                            stats.prompt_tokens = chunk.prompt_tokens  # the engine's count of the image tokens
                         if chunk.prompt_progress is not None:
                             yield chunk.prompt_progress
                             continue

@@ -17,6 +17,7 @@ generates). Generated token ids come back where the engine can send them:
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
@@ -40,18 +41,38 @@ class UpstreamChunk:
     token_ids: tuple[int, ...] | None = None
     """The generated ids this chunk carries; None when the upstream does not send ids."""
     finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    """The engine's own count (with image tokens), from the final usage."""
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     prompt_progress: PromptProgress | None = None
     """llama-server's `prompt_progress` (asked for with `return_progress`); such a chunk carries no token."""
 
 
+MEDIA_MARKER = "<__media__>"
+"""llama.cpp's `mtmd_default_marker()`: where an image's embeddings go in a multimodal prompt string."""
+
+
+def multimodal_prompt(tokenizer, prompt_ids: list[int], images: tuple[bytes, ...],
+                      positions: tuple[int, ...]) -> dict[str, Any]:
+    """llama-server's multimodal prompt, `{"prompt_string", "multimodal_data"}`: it takes no token ids, so
+    the ids between images are decoded back to text (llama-server re-tokenizes them with special-token
+    parsing) and each image is the media marker plus its base64 bytes."""
+    pieces, start = [], 0
+    for position in positions:
+        pieces.append(tokenizer.decode(prompt_ids[start:position]))
+        start = position
+    pieces.append(tokenizer.decode(prompt_ids[start:]))
+    return {"prompt_string": MEDIA_MARKER.join(pieces),
+            "multimodal_data": [base64.b64encode(image).decode("ascii") for image in images]}
+
+
 def completion_request(
-    kind: UpstreamKind, model: str | None, prompt_ids: list[int], params: SamplingParams, stop_ids: Iterable[int],
-    *, report_progress: bool = False,
+    kind: UpstreamKind, model: str | None, prompt_ids: list[int] | dict, params: SamplingParams,
+    stop_ids: Iterable[int], *, report_progress: bool = False,
 ) -> dict[str, Any]:
     """The streaming `/v1/completions` body for `kind`, with OpenAI's sampling semantics; `report_progress`
-    asks llama-server for its `prompt_progress` chunks."""
+    asks llama-server for its `prompt_progress` chunks. `prompt_ids` may be a `multimodal_prompt`."""
     body: dict[str, Any] = {
         "prompt": prompt_ids,
         "max_tokens": params.max_tokens,
@@ -117,6 +138,7 @@ def _chunk(payload: dict) -> UpstreamChunk:
         text=text if isinstance(text, str) else "",
         token_ids=_token_ids(choice),
         finish_reason=choice.get("finish_reason") or None,
+        prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")),
         cached_tokens=_cached_tokens(payload, usage),
         prompt_progress=prompt_progress(payload.get("prompt_progress")),
