@@ -80,7 +80,7 @@ class LlamaCppEngine(UpstreamEngine):
                               timeout=30) as client:
                 info = probe_upstream(client)
                 check_tokenizer(tokenizer, client)
-                image_tokens = measure_image_tokens(client, info.model) if info.vision else 0
+                image_tokens = measure_image_tokens(client, info.media_marker) if info.vision else 0
             engine = cls(process, tokenizer, info, read_timeout=config.upstream_read_timeout)
             engine.image_tokens = image_tokens
             return engine

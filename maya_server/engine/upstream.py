@@ -39,7 +39,10 @@ from .base import Engine, EngineOutput, Generation
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
 from .upstream_stream import TokenStream
-from .upstream_wire import completion_request, error_from_response, multimodal_prompt, parse_error_event, parse_event
+from .upstream_wire import (
+    NATIVE_PATH, completion_request, error_from_response, multimodal_prompt, native_completion_request,
+    parse_error_event, parse_event, parse_native_event,
+)
 
 log = logging.getLogger("maya.engine")
 
@@ -105,7 +108,7 @@ class UpstreamEngine(Engine):
             image_tokens = 0
             if info.vision and info.kind == "llama-server":
                 try:
-                    image_tokens = measure_image_tokens(client, info.model)
+                    image_tokens = measure_image_tokens(client, info.media_marker)
                 except UpstreamError as exc:
                     raise ConfigError("upstream_url", f"the upstream's image probe failed: {exc.message}") from None
         engine = cls(
@@ -153,22 +156,26 @@ class UpstreamEngine(Engine):
         stop_ids = generation.params.stop_token_ids
         stream = TokenStream(self.tokenizer, stop_ids, stats, generation.params.max_tokens)
         prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
-                                    generation.image_positions)
+                                    generation.image_positions, self.info.media_marker or "")
                   if generation.images else generation.prompt_ids)
-        body = orjson.dumps(completion_request(
-            self.info.kind, self.info.model, prompt, generation.params, stop_ids,
-            report_progress=generation.report_progress and self.reports_prompt_progress,
-        ))
+        report_progress = generation.report_progress and self.reports_prompt_progress
+        if self.accepts_images:
+            path, parse = NATIVE_PATH, parse_native_event
+            body = orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress))
+        else:
+            path, parse = "/v1/completions", parse_event
+            body = orjson.dumps(completion_request(self.info.kind, self.info.model, prompt, generation.params,
+                                                   stop_ids, report_progress=report_progress))
         outcome, failure = "cancelled", None
         try:
             with translate_transport_errors(self._timeout):
                 async with self._http().stream(
-                    "POST", "/v1/completions", content=body, headers={"Content-Type": "application/json"}
+                    "POST", path, content=body, headers={"Content-Type": "application/json"}
                 ) as response:
                     if response.status_code != 200:
                         raise error_from_response(response.status_code, await _read_bounded(response))
                     async for data in _events(response):
-                        chunk = parse_event(data)
+                        chunk = parse(data)
                         if chunk is None:
                             break
                         if chunk.prompt_tokens is not None and generation.images:
@@ -178,7 +185,8 @@ class UpstreamEngine(Engine):
                             continue
                         for token in stream.feed(chunk):
                             yield token
-                        if stream.ended_by_us or generation.cancelled:
+                        if stream.ended_by_us or generation.cancelled or (
+                                parse is parse_native_event and chunk.finish_reason is not None):
                             break
             if generation.cancelled and stream.finish_reason is None:
                 return
