@@ -111,3 +111,45 @@ def test_an_image_in_a_function_result_reaches_the_model(server):
                                                   {"type": "input_image", "image_url": url}]}]).output_text
 
     assert answer(RED) != answer(BLUE)
+
+
+def test_an_image_in_a_chat_tool_message_reaches_the_model(server):
+    def answer(url: str) -> str:
+        return server.client().chat.completions.create(model="m", max_tokens=12, temperature=0, messages=[
+            {"role": "user", "content": "Take a screenshot."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": [
+                {"type": "text", "text": "Here it is:"}, {"type": "image_url", "image_url": {"url": url}}]},
+        ]).choices[0].message.content
+
+    assert answer(RED) != answer(BLUE)
+
+
+def test_an_image_from_a_url_on_a_local_server_with_private_addresses_allowed(tmp_path_factory):
+    """The fetch path end to end: Maya fetches from a server this test starts on 127.0.0.1."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = base64.b64decode(RED.split(",", 1)[1])
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    mmproj = write_test_mmproj(tmp_path_factory.mktemp("mmproj") / "mmproj.gguf")
+    try:
+        with embedded_server(mmproj=str(mmproj), ctx=2048, slots=1, image_allow_private=True) as local:
+            by_url = chat(local, f"http://127.0.0.1:{httpd.server_address[1]}/red.png")
+            by_data = chat(local, RED)
+    finally:
+        httpd.shutdown()
+    assert by_url.choices[0].message.content == by_data.choices[0].message.content
