@@ -1,6 +1,6 @@
 """Image inputs, fetched and decoded safely before the engine sees a request.
 
-Every `ImagePart` of a conversation is turned into PNG bytes here, concurrently,
+Every `ImagePart` of a conversation is turned into BMP bytes here, concurrently,
 outside the engine queue: a data URL is checked (base64, an image media type),
 an http(s) URL is fetched. Fetching is bounded and refuses to be used against
 the server's own network:
@@ -89,7 +89,7 @@ def refused_address(address: str) -> str | None:
 
 
 class ImageLoader:
-    """Example: `conversation = await loader.load(conversation)`; every ImagePart then has `data`.
+    """Example: `conversation = await loader.load(conversation)`; every ImagePart then has `data` (BMP).
 
     `resolver` and `transport` are the two ways out to the network (tests replace them)."""
 
@@ -111,7 +111,7 @@ class ImageLoader:
         data = await asyncio.gather(*(self._one(image) for image in images))
         if self.metrics is not None:
             self.metrics.image_seconds.observe(time.monotonic() - started)
-        loaded = {id(image): replace(image, data=png) for image, png in zip(images, data)}
+        loaded = {id(image): replace(image, data=bmp) for image, bmp in zip(images, data)}
         return replace(conversation, turns=tuple(_with_parts(turn, loaded) for turn in conversation.turns))
 
     async def _one(self, image: ImagePart) -> bytes:
@@ -122,11 +122,11 @@ class ImageLoader:
             raw, source = await self._fetch(url, image.param), "url"
         else:
             raise self._refuse("An image URL must be an http(s) URL or a data URL.", image.param, "scheme")
-        png = await asyncio.to_thread(self._decode, raw, image.param)
+        bmp = await asyncio.to_thread(self._decode, raw, image.param)
         if self.metrics is not None:
             self.metrics.images.labels(source).inc()
             self.metrics.image_bytes.inc(len(raw))
-        return png
+        return bmp
 
     def _data_url(self, url: str, param: str | None) -> bytes:
         header, comma, payload = url[5:].partition(",")
@@ -218,7 +218,7 @@ class ImageLoader:
                                        "pixels are accepted (setting image_max_pixels).", param, "pixels")
                 image.seek(0)  # a GIF's first frame
                 out = io.BytesIO()
-                image.convert("RGB").save(out, format="PNG")
+                image.convert("RGB").save(out, format="BMP")  # lossless and ~15x cheaper to write than PNG
                 return out.getvalue()
         except ImageError:
             raise
