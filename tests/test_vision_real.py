@@ -153,3 +153,16 @@ def test_an_image_from_a_url_on_a_local_server_with_private_addresses_allowed(tm
     finally:
         httpd.shutdown()
     assert by_url.choices[0].message.content == by_data.choices[0].message.content
+
+
+def test_without_a_projector_an_image_is_a_400_naming_the_setting():
+    import openai
+
+    with embedded_server(ctx=2048, slots=1) as plain:
+        with pytest.raises(openai.BadRequestError) as caught:
+            chat(plain, RED)
+        with plain.http() as http:
+            assert http.get("/v1/status").json()["engine"]["vision"]["enabled"] is False
+    error = caught.value.body
+    assert (error["code"], error["param"]) == ("images_not_supported", "messages[0].content[1].image_url.url")
+    assert "--mmproj" in error["message"]
