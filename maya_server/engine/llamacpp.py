@@ -9,6 +9,10 @@ path are one path. Maya keeps the tokenizer: built from the GGUF's vocabulary
 start-up, so renders are exact token for token. The child process itself
 (private socket, restarts, no orphans) is `llama_server.py`.
 
+With `--mmproj FILE` the child loads the model's multimodal projector and takes
+images (the upstream engine's vision path); the context one image takes is
+measured at start-up.
+
 Start-up order: read the GGUF header (training context, vocabulary), start the
 child with `slots × ctx`, probe it (`/v1/models`, `/props`: slots, per-slot
 context, chat template), check the tokenizer, then serve. Every failure on the

@@ -11,6 +11,12 @@ usage gives the real count. Turn-ending ids are never yielded: the upstream is
 asked to stop on them (vLLM, SGLang) and Maya stops on them too (llama-server
 stops on its model's end-of-generation tokens by itself).
 
+A llama-server started with a multimodal projector (`/props` modalities) takes
+images: its OpenAI endpoint then accepts only string prompts, so such a server is
+driven on its own `/completion` (token ids, or `multimodal_prompt` when the
+request has images; see `upstream_wire`). Every other engine refuses images
+before generation with `images_refusal`.
+
 Concurrency is the upstream's: `slots` sequences at once (its own
 `total_slots`, else `--upstream-slots`, else 8). Leaving the stream (a client
 gone, `generation.cancel()`) closes the HTTP request, which makes the upstream
