@@ -224,7 +224,7 @@ class ImageLoader:
             raise
         except Image.DecompressionBombError:
             raise self._refuse("The image has too many pixels (setting image_max_pixels).", param, "pixels") from None
-        except (OSError, SyntaxError, ValueError, EOFError):
+        except Exception:  # Pillow's decoders raise many types on malformed input; each is the client's bad image
             raise self._refuse("The image could not be decoded (truncated or not an image).", param, "decode") from None
 
     def _too_big(self, param: str | None) -> ImageError:
