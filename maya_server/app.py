@@ -20,6 +20,7 @@ from .dialects import get_dialect
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .generation import GenerationService
+from .images import ImageLimits, ImageLoader
 from .http.auth import ApiKeyMiddleware
 from .http.body import BodyLimits
 from .http.cors import JsonErrorCORSMiddleware
@@ -67,7 +68,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.slots_total.set(engine.slots)
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
-    service = GenerationService(engine, get_dialect(config.family), queue, metrics)
+    service = GenerationService(engine, get_dialect(config.family), queue, metrics,
+                                ImageLoader(ImageLimits.from_config(config), metrics))
     hub = McpHub(config.mcp_servers, McpSettings(
         call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
         start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,

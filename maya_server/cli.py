@@ -47,6 +47,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="embedded engine: layers offloaded to a GPU (default: llama-server decides; 0: CPU only)")
     p.add_argument("--cache-ram-mib", dest="cache_ram_mib", metavar="MIB",
                    help="embedded engine: RAM prompt cache for idle conversations' KV (default 2048; 0: off)")
+    vis = p.add_argument_group("images (input_image / image_url)")
+    vis.add_argument("--mmproj", metavar="FILE", help="embedded engine: the model's multimodal projector GGUF (turns images on)")
+    vis.add_argument("--image-max-bytes", dest="image_max_bytes", metavar="N", help="largest image (default 20971520, 20 MiB)")
+    vis.add_argument("--image-max-pixels", dest="image_max_pixels", metavar="N", help="largest width x height (default 33177600)")
+    vis.add_argument("--image-max-count", dest="image_max_count", metavar="N", help="images per request (default 8)")
+    vis.add_argument("--image-fetch-timeout", dest="image_fetch_timeout", metavar="S", help="seconds to connect / between reads (default 10)")
+    vis.add_argument("--image-max-redirects", dest="image_max_redirects", metavar="N", help="redirects followed (default 3)")
+    vis.add_argument("--image-allow-private", dest="image_allow_private", action="store_const", const=True, default=None,
+                     help="allow image URLs on loopback/private/link-local addresses (default: refused)")
     up = p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)")
     up.add_argument("--upstream-url", dest="upstream_url", metavar="URL", help="the engine's base URL, e.g. http://gpu1:8000")
     up.add_argument("--upstream-key", dest="upstream_key", metavar="KEY", help="bearer key the engine expects (prefer MAYA_UPSTREAM_KEY)")

@@ -67,6 +67,19 @@ class ServerConfig:
     """Layers llama-server offloads to a GPU (None: llama-server decides; 0: CPU only)."""
     cache_ram_mib: int = 2048
     """llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
+    mmproj: str | None = None
+    """llama.cpp's multimodal projector GGUF for the model (the model's `mmproj` file): turns image inputs on."""
+    image_max_bytes: int = 20 * 1024 * 1024
+    """The largest image (fetched body or decoded data URL); enforced while a fetch streams."""
+    image_max_pixels: int = 33_177_600
+    """Width x height above this is refused before decoding (decompression bombs); default 8K UHD."""
+    image_max_count: int = 8
+    """Images one request may carry."""
+    image_fetch_timeout: float = 10.0
+    """Seconds to connect to, and between reads from, an image URL's server."""
+    image_max_redirects: int = 3
+    image_allow_private: bool = False
+    """Allow image URLs that resolve to loopback, private, link-local or metadata addresses (off: refused)."""
     model_name: str | None = None
     tokenizer: str | None = None
     upstream_url: str | None = None
@@ -223,6 +236,13 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "slots": _positive_int,
     "gpu_layers": _non_negative_int,
     "cache_ram_mib": _non_negative_int,
+    "mmproj": _text,
+    "image_max_bytes": _positive_int,
+    "image_max_pixels": _positive_int,
+    "image_max_count": _positive_int,
+    "image_fetch_timeout": _positive_float,
+    "image_max_redirects": _non_negative_int,
+    "image_allow_private": _flag,
     "model_name": _text,
     "tokenizer": _text,
     "upstream_url": _http_url,

@@ -22,9 +22,15 @@ class TextPart:
 
 @dataclass(frozen=True)
 class ImagePart:
-    """An image by URL (http(s) or a data: URL); only the `auto` detail is supported."""
+    """An image by URL (http(s) or a data: URL); only the `auto` detail is supported.
+
+    `param` is where the request carried it (errors name it); `data` is the image once
+    `images.ImageLoader` fetched, checked and re-encoded it (BMP: lossless, cheap to write,
+    and only pixels the check passed reach the engine's own decoder)."""
 
     url: str
+    param: str | None = field(default=None, compare=False)
+    data: bytes | None = field(default=None, compare=False, repr=False)
 
 
 Part = Union[TextPart, ImagePart]

@@ -1,6 +1,7 @@
 """The generation pipeline shared by both APIs.
 
-    conversation ─► dialect.render ─► token ids ─► context check      (prepare: may raise 400)
+    conversation ─► images fetched, checked, decoded                  (load_images: may raise 400)
+                ─► dialect.render ─► token ids ─► context check      (prepare: may raise 400)
                 ─► a place in the engine FIFO                          (admit: may raise 429)
                 ─► engine slot ─► engine tokens ─► stop strings
                 ─► dialect parser ─► tool policy ─► neutral events      (run)
@@ -22,12 +23,13 @@ import uuid
 from dataclasses import dataclass
 from typing import AsyncIterator, Literal, Union
 
-from .conversation import Conversation, NamedToolChoice
+from .conversation import Conversation, ImagePart, NamedToolChoice
 from .dialects.base import Dialect, StreamParser
 from .engine.base import Engine, Generation, GenerationStats, SamplingParams
 from .engine.fifo import Admission, EngineQueue
 from .engine.progress import PromptProgress
-from .errors import ContextLengthExceeded, EngineError, MayaError
+from .errors import ContextLengthExceeded, EngineError, InvalidRequestError, MayaError
+from .images import ImageLimits, ImageLoader
 from .events import ParserEvent, ReasoningDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from .metrics import Metrics
 from .stop_strings import StopStringMatcher
@@ -55,6 +57,8 @@ class PreparedGeneration:
     stop: tuple[str, ...]
     max_tool_calls: int | None = None
     report_progress: bool = False
+    images: tuple[bytes, ...] = ()
+    image_positions: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,33 +103,52 @@ def new_call_id() -> str:
 class GenerationService:
     """Runs conversations through one dialect and one engine behind one FIFO."""
 
-    def __init__(self, engine: Engine, dialect: Dialect, queue: EngineQueue, metrics: Metrics) -> None:
+    def __init__(self, engine: Engine, dialect: Dialect, queue: EngineQueue, metrics: Metrics,
+                 images: ImageLoader | None = None) -> None:
         self.engine = engine
         self.dialect = dialect
         self.queue = queue
         self.metrics = metrics
+        self.images = images or ImageLoader(ImageLimits(), metrics)
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in dialect.stop_texts) if i is not None
         )
 
+    async def load_images(self, conversation: Conversation) -> Conversation:
+        """Fetch and decode the conversation's images (400 at the image's param on any failure). The one
+        place that asks whether the engine takes images at all, before anything is fetched."""
+        first = next((p for t in conversation.turns for p in t.content if isinstance(p, ImagePart)), None)
+        if first is None:
+            return conversation
+        if not self.engine.accepts_images:
+            self.metrics.image_rejections.labels("no_vision").inc()
+            raise InvalidRequestError(f"Image inputs are not supported here: {self.engine.images_refusal}.",
+                                      param=first.param, code="images_not_supported")
+        return await self.images.load(conversation)
+
     def prepare(
         self, conversation: Conversation, settings: GenerationSettings, *, context_param: str = "messages"
     ) -> PreparedGeneration:
-        """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call."""
-        prompt_ids = self.dialect.render(conversation).token_ids(self.engine.tokenizer)
+        """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call.
+        Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context."""
+        prompt_ids, positions = self.dialect.render(conversation).tokenize(self.engine.tokenizer)
+        images = tuple(p.data for t in conversation.turns for p in t.content if isinstance(p, ImagePart))
+        if len(images) != len(positions) or any(data is None for data in images):
+            raise EngineError("the conversation's images were not loaded before prepare")
+        prompt_tokens = len(prompt_ids) + len(images) * self.engine.image_tokens
         context = self.engine.context_size
-        room = context - len(prompt_ids)
+        room = context - prompt_tokens
         if settings.max_tokens is not None and settings.max_tokens > room:
             raise ContextLengthExceeded(
                 f"This model's maximum context length is {context} tokens. However, you requested "
-                f"{len(prompt_ids) + settings.max_tokens} tokens ({len(prompt_ids)} in the messages, "
+                f"{prompt_tokens + settings.max_tokens} tokens ({prompt_tokens} in the messages, "
                 f"{settings.max_tokens} in the completion). Please reduce the length of the messages or completion.",
                 param=context_param,
             )
         if room <= 0:
             raise ContextLengthExceeded(
                 f"This model's maximum context length is {context} tokens, and the messages alone "
-                f"take {len(prompt_ids)} tokens. Please reduce the length of the messages.",
+                f"take {prompt_tokens} tokens. Please reduce the length of the messages.",
                 param=context_param,
             )
         params = SamplingParams(
@@ -138,7 +161,7 @@ class GenerationService:
             stop_token_ids=self._stop_ids,
         )
         return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,
-                                  settings.report_progress)
+                                  settings.report_progress, images, positions)
 
     def admit(self, *, bounded: bool = True) -> Admission:
         """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
@@ -147,7 +170,8 @@ class GenerationService:
 
     async def run(self, prepared: PreparedGeneration, admission: Admission) -> AsyncIterator[PipelineEvent]:
         generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
-                                report_progress=prepared.report_progress)
+                                report_progress=prepared.report_progress, images=prepared.images,
+                                image_positions=prepared.image_positions)
         state = _RunState(
             generation=generation,
             parser=self.dialect.parser(prepared.conversation, new_call_id),

@@ -36,6 +36,11 @@ class Metrics:
         self.slots_busy = Gauge("maya:engine_slots_busy", "Engine slots in use", registry=r)
         self.slots_total = Gauge("maya:engine_slots", "Engine slots", registry=r)
         self.queue_rejections = Counter("maya:engine_queue_rejections", "Requests refused because the queue was full", registry=r)
+        self.images = Counter("maya:images", "Images fetched or decoded and handed to the engine", ["source"], registry=r)
+        self.image_bytes = Counter("maya:image_bytes", "Bytes of image inputs read (fetched bodies, decoded data URLs)", registry=r)
+        self.image_rejections = Counter("maya:image_rejections", "Image inputs refused", ["reason"], registry=r)
+        self.image_seconds = Histogram("maya:image_load_seconds", "Fetching and decoding one request's images",
+                                       buckets=LATENCY_BUCKETS, registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

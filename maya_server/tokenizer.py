@@ -3,7 +3,9 @@
 A prompt is a list of segments. Control segments (special tokens the dialect
 wrote: role markers, BOS, tool tags) are tokenized with special-token parsing;
 every other segment, user text above all, is tokenized as plain text, so a user
-who types `<|im_end|>` never closes a turn.
+who types `<|im_end|>` never closes a turn. A media segment is where an image
+goes: it has no token ids of its own (the engine puts the image's embeddings
+there), only a position in the ids.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ class Tokenizer(Protocol):
 class Segment:
     text: str
     control: bool = False
+    media: bool = False
+    """An image's place; `text` is the family's image token, kept for `Prompt.text` only."""
 
 
 @dataclass(frozen=True)
@@ -38,17 +42,27 @@ class Prompt:
 
     def token_ids(self, tokenizer: Tokenizer) -> list[int]:
         """Tokenize run by run: adjacent plain segments are merged first, as the model would see them."""
-        ids: list[int] = []
-        for text, control in self._runs():
-            ids.extend(tokenizer.encode(text, special=control))
-        return ids
+        return self.tokenize(tokenizer)[0]
 
-    def _runs(self) -> list[tuple[str, bool]]:
-        runs: list[tuple[str, bool]] = []
+    def tokenize(self, tokenizer: Tokenizer) -> tuple[list[int], tuple[int, ...]]:
+        """The ids and, for each media segment in order, the index in the ids where its image goes."""
+        ids: list[int] = []
+        media: list[int] = []
+        for text, control in self._runs():
+            if text is None:
+                media.append(len(ids))
+            else:
+                ids.extend(tokenizer.encode(text, special=control))
+        return ids, tuple(media)
+
+    def _runs(self) -> list[tuple[str | None, bool]]:
+        runs: list[tuple[str | None, bool]] = []
         for seg in self.segments:
-            if not seg.text:
+            if seg.media:
+                runs.append((None, False))
+            elif not seg.text:
                 continue
-            if runs and runs[-1][1] == seg.control and not seg.control:
+            elif runs and runs[-1][0] is not None and runs[-1][1] == seg.control and not seg.control:
                 runs[-1] = (runs[-1][0] + seg.text, False)
             else:
                 runs.append((seg.text, seg.control))
@@ -67,6 +81,11 @@ class PromptBuilder:
 
     def plain(self, text: str) -> "PromptBuilder":
         self._segments.append(Segment(text, False))
+        return self
+
+    def media(self, text: str) -> "PromptBuilder":
+        """An image's place, written where the family's template puts its image token `text`."""
+        self._segments.append(Segment(text, media=True))
         return self
 
     def build(self) -> Prompt:

@@ -44,3 +44,14 @@ def test_a_refused_key_and_an_unreachable_host_are_upstream_errors():
 
     with pytest.raises(UpstreamUnavailable):
         probe_upstream(httpx.Client(base_url="http://upstream:8000", transport=httpx.MockTransport(refuse)))
+
+
+def test_a_llama_server_with_a_projector_is_recognised_by_its_props():
+    props = {"total_slots": 2, "default_generation_settings": {"n_ctx": 4096},
+             "modalities": {"vision": True, "audio": False}, "media_marker": "<__media_x__>"}
+    info = probe_upstream(_client({"/v1/models": (200, {"data": [{"id": "m", "owned_by": "llamacpp"}]}),
+                                   "/props": (200, props)}))
+    assert (info.kind, info.vision, info.media_marker) == ("llama-server", True, "<__media_x__>")
+    without = probe_upstream(_client({"/v1/models": (200, {"data": [{"id": "m", "owned_by": "llamacpp"}]}),
+                                      "/props": (200, {**props, "modalities": {"vision": False}})}))
+    assert (without.vision, without.media_marker) == (False, None)

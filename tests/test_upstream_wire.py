@@ -169,3 +169,31 @@ def test_health_counts_failures_until_a_success():
     health.record("rejected")
     assert health.describe()["healthy"] is True and health.consecutive_failures == 0
     assert health.describe()["requests"] == {"ok": 0, "rejected": 1, "failed": 2, "cancelled": 0}
+
+
+def test_a_native_completion_stream_for_a_vision_llama_server():
+    from maya_server.engine.upstream_wire import native_completion_request, parse_native_event
+
+    body = native_completion_request({"prompt_string": "a", "multimodal_data": []}, SamplingParams(max_tokens=5))
+    assert (body["n_predict"], body["return_tokens"], body["top_k"], body["stream"]) == (5, True, 0, True)
+    partial = parse_native_event(orjson.dumps({"content": "Hi", "tokens": [7], "stop": False,
+                                               "tokens_evaluated": 40}).decode())
+    assert (partial.text, partial.token_ids, partial.finish_reason, partial.prompt_tokens) == ("Hi", (7,), None, None)
+    final = parse_native_event(orjson.dumps({"content": "", "tokens": [], "stop": True, "stop_type": "limit",
+                                             "tokens_predicted": 5, "tokens_evaluated": 40,
+                                             "tokens_cached": 12}).decode())
+    assert (final.finish_reason, final.completion_tokens, final.prompt_tokens, final.cached_tokens) == (
+        "length", 5, 40, 12)
+    with pytest.raises(UpstreamRejected):
+        parse_native_event(orjson.dumps({"error": {"code": 400, "message": "Failed to tokenize prompt"}}).decode())
+
+
+def test_a_multimodal_prompt_puts_each_image_at_its_position():
+    from maya_server.engine.upstream_wire import multimodal_prompt
+
+    class Letters:
+        def decode(self, ids):
+            return "".join(chr(96 + i) for i in ids)
+
+    prompt = multimodal_prompt(Letters(), [1, 2, 3, 4], (b"A", b"B"), (1, 3), "<M>")
+    assert prompt == {"prompt_string": "a<M>bc<M>d", "multimodal_data": ["QQ==", "Qg=="]}

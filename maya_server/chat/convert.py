@@ -13,11 +13,11 @@ from . import request as wire
 
 
 def to_conversation(
-    request: wire.ChatRequest, messages: list[wire.Message], *, vision: bool = False,
+    request: wire.ChatRequest, messages: list[wire.Message], *,
     output_format: OutputFormat = TextFormat(),
 ) -> Conversation:
     """`output_format` (the parsed `response_format`) adds its JSON instructions to the system prompt."""
-    turns = tuple(_turn(i, m, vision) for i, m in enumerate(messages))
+    turns = tuple(_turn(i, m) for i, m in enumerate(messages))
     choice = request.tool_choice
     tool_choice = NamedToolChoice(choice.function.name) if isinstance(choice, wire.NamedToolChoiceBody) else (choice or "auto")
     tools = tuple(
@@ -48,16 +48,16 @@ def to_settings(request: wire.ChatRequest) -> GenerationSettings:
     )
 
 
-def _turn(index: int, message: wire.Message, vision: bool) -> Turn:
+def _turn(index: int, message: wire.Message) -> Turn:
     if isinstance(message, wire.ToolMessage):
-        return ToolResult(call_id=message.tool_call_id, content=_parts(index, message.content, vision))
+        return ToolResult(call_id=message.tool_call_id, content=_parts(index, message.content))
     if isinstance(message, wire.AssistantMessage):
         calls = tuple(ToolCall(c.id, c.function.name, c.function.arguments) for c in message.tool_calls or [])
-        return Message("assistant", _parts(index, message.content, vision), message.reasoning_content, calls)
-    return Message(message.role, _parts(index, message.content, vision))
+        return Message("assistant", _parts(index, message.content), message.reasoning_content, calls)
+    return Message(message.role, _parts(index, message.content))
 
 
-def _parts(index: int, content, vision: bool) -> tuple[Part, ...]:
+def _parts(index: int, content) -> tuple[Part, ...]:
     if content is None:
         return ()
     if isinstance(content, str):
@@ -67,14 +67,10 @@ def _parts(index: int, content, vision: bool) -> tuple[Part, ...]:
         if isinstance(part, wire.TextContentPart):
             parts.append(TextPart(part.text))
             continue
-        if not vision:
-            raise InvalidRequestError(
-                "This server has no vision encoder configured, so image inputs are not supported.",
-                param=f"messages[{index}].content[{j}].type",
-            )
+        # whether the engine takes images at all is `GenerationService.load_images`'s one check
         if part.image_url.detail != "auto":
             raise InvalidRequestError(
                 "Only the 'auto' image detail is supported.", param=f"messages[{index}].content[{j}].image_url.detail"
             )
-        parts.append(ImagePart(part.image_url.url))
+        parts.append(ImagePart(part.image_url.url, param=f"messages[{index}].content[{j}].image_url.url"))
     return tuple(parts)

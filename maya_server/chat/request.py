@@ -69,8 +69,10 @@ class AssistantMessage(_Strict):
 
 
 class ToolMessage(_Strict):
+    """A tool's result; it may carry images (a screenshot tool), as OpenAI's tool messages do."""
+
     role: Literal["tool"]
-    content: Union[StrictStr, list[TextContentPart]]
+    content: Union[StrictStr, list[Union[TextContentPart, ImageContentPart]]]
     tool_call_id: StrictStr
 
 

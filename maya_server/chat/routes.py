@@ -37,6 +37,7 @@ def chat_router(
         output_format = parse_response_format(body.response_format)
         check_strict_tools(body)
         conversation, settings = to_conversation(body, messages, output_format=output_format), to_settings(body)
+        conversation = await service.load_images(conversation)
         tools = None
         if body.strata_mcp:
             conversation, tools = await offer_mcp_tools(hub, conversation)

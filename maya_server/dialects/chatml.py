@@ -17,7 +17,8 @@ Reasoning effort: `none` → thinking off, written as Qwen3's empty
 token, nothing is written); any other effort, or none → the model decides, and
 a `<think>` it opens first is read as reasoning.
 
-Images render as Qwen-VL's `<|vision_start|><|image_pad|><|vision_end|>`.
+Images render as Qwen-VL's `<|vision_start|><|image_pad|><|vision_end|>`, the `<|image_pad|>`
+being a media segment: where the engine puts the image's embeddings.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ TOOLS_FOOTER = (
     "within <tool_call></tool_call> XML tags:\n<tool_call>\n"
     '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n'
 )
-IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
 class ChatmlDialect:
@@ -142,7 +142,7 @@ def _write_result(builder: PromptBuilder, turns: tuple[Turn, ...], index: int) -
 def _write_parts(builder: PromptBuilder, parts: tuple[Part, ...]) -> None:
     for part in parts:
         if isinstance(part, ImagePart):
-            VOCABULARY.write(builder, IMAGE_PLACEHOLDER)
+            builder.control("<|vision_start|>").media("<|image_pad|>").control("<|vision_end|>")
         else:
             builder.plain(part.text)
 

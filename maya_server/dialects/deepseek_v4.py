@@ -213,6 +213,6 @@ def _write_invoke(builder: PromptBuilder, name: str, arguments: dict) -> None:
 def _write_parts(builder: PromptBuilder, parts: tuple[Part, ...]) -> None:
     for part in parts:
         if isinstance(part, ImagePart):
-            builder.control(IMAGE)
+            builder.media(IMAGE)
         else:
             builder.plain(part.text)

@@ -19,8 +19,8 @@ Template variants (`GlmDialect(variant=...)`, registry names in brackets):
 
 In every variant, reasoning is replayed only for assistant turns after the last
 user message (the current tool-use loop); earlier turns show no reasoning.
-Images render as GLM-V's `<|begin_of_image|><|image|><|end_of_image|>` except
-in 5.2.
+Images render as GLM-V's `<|begin_of_image|><|image|><|end_of_image|>` (the `<|image|>`
+a media segment, where the engine puts the image's embeddings) except in 5.2.
 
 Reasoning effort: `none` → thinking off (the templates' `enable_thinking=false`);
 any other effort, or none given → thinking on. GLM-5.2 also states an effort:
@@ -69,7 +69,6 @@ TOOLS_FOOTER = (
     "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key>"
     "<arg_value>{arg-value-2}</arg_value>...</tool_call>"
 )
-IMAGE_PLACEHOLDER = "<|begin_of_image|><|image|><|end_of_image|>"
 IMAGE_REMINDER = (
     "<reminder>You are unable to process this image because you don't have "
     "multi-modal input ability. Try different methods.</reminder>"
@@ -167,7 +166,7 @@ class GlmDialect:
             elif self.variant == "5.2":
                 builder.plain(IMAGE_REMINDER)
             else:
-                VOCABULARY.write(builder, IMAGE_PLACEHOLDER)
+                builder.control("<|begin_of_image|>").media("<|image|>").control("<|end_of_image|>")
 
     def _write_no_thinking(self, builder: PromptBuilder) -> None:
         if self.variant == "5.2":

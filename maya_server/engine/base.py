@@ -62,6 +62,9 @@ class Generation:
     stats: GenerationStats = field(default_factory=GenerationStats)
     report_progress: bool = False
     """Ask an engine that `reports_prompt_progress` to yield `PromptProgress` before the first token."""
+    images: tuple[bytes, ...] = ()
+    """Images (BMP, re-encoded by Maya) for an engine that `accepts_images`; image `i` goes before `prompt_ids[image_positions[i]]`."""
+    image_positions: tuple[int, ...] = ()
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def cancel(self) -> None:
@@ -98,6 +101,12 @@ class Engine(ABC):
     synthesizes it)."""
     template_family: str | None = None
     """The model family the engine's own chat template names (see `family.py`), when it has one."""
+    accepts_images: bool = False
+    """Whether `generate` takes `Generation.images` (llama-server with a multimodal projector)."""
+    images_refusal: str = "this engine takes text prompts only"
+    """Why images are refused here and which setting would enable them (the 400's message)."""
+    image_tokens: int = 0
+    """Context positions one image takes (measured at start-up), for the context check before generation."""
 
     @abstractmethod
     def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
@@ -110,7 +119,9 @@ class Engine(ABC):
 
     def describe(self) -> dict:
         """Facts for /v1/status."""
-        return {"name": self.name, "context_size": self.context_size, "slots": self.slots}
+        return {"name": self.name, "context_size": self.context_size, "slots": self.slots,
+                "vision": {"enabled": self.accepts_images, "image_tokens": self.image_tokens}
+                if self.accepts_images else {"enabled": False, "why_not": self.images_refusal}}
 
     def metric_collectors(self) -> list:
         """Prometheus collectors of the engine's own state (an upstream's health, the embedded engine's child

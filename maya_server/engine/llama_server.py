@@ -76,6 +76,7 @@ class LlamaServerOptions:
     threads: int = 0
     gpu_layers: int | None = None
     cache_ram_mib: int = 2048
+    mmproj: str | None = None
 
 
 class LlamaServerProcess:
@@ -189,6 +190,8 @@ class LlamaServerProcess:
             argv += ["--threads", str(o.threads)]
         if o.gpu_layers is not None:
             argv += ["--n-gpu-layers", str(o.gpu_layers)]
+        if o.mmproj:
+            argv += ["--mmproj", o.mmproj]
         return argv
 
     def _wait_ready(self, process: subprocess.Popen) -> bool:

@@ -9,6 +9,10 @@ path are one path. Maya keeps the tokenizer: built from the GGUF's vocabulary
 start-up, so renders are exact token for token. The child process itself
 (private socket, restarts, no orphans) is `llama_server.py`.
 
+With `--mmproj FILE` the child loads the model's multimodal projector and takes
+images (the upstream engine's vision path); the context one image takes is
+measured at start-up.
+
 Start-up order: read the GGUF header (training context, vocabulary), start the
 child with `slots × ctx`, probe it (`/v1/models`, `/props`: slots, per-slot
 context, chat template), check the tokenizer, then serve. Every failure on the
@@ -34,7 +38,7 @@ from ..tokenizer import Tokenizer
 from .llama_server import BASE_URL, ChildState, EngineStartError, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary
 from .upstream import UpstreamEngine
-from .upstream_probe import probe_upstream
+from .upstream_probe import measure_image_tokens, probe_upstream
 
 log = logging.getLogger("maya.engine")
 
@@ -56,15 +60,20 @@ class LlamaCppEngine(UpstreamEngine):
         self.process = process
         self.model_path = process.options.model
         self.template_family = family_from_template(info.chat_template)
+        if not self.accepts_images:
+            self.images_refusal = ("no multimodal projector is configured; start Maya with --mmproj FILE "
+                                   "(config key mmproj, MAYA_MMPROJ), the model's mmproj GGUF")
 
     @classmethod
     def start(cls, config: ServerConfig) -> "LlamaCppEngine":
+        if config.mmproj is not None and not Path(config.mmproj).is_file():
+            raise ConfigError("mmproj", f"no such file: {config.mmproj}")
         metadata = _metadata(config.model)
         tokenizer = _tokenizer(config, metadata)
         ctx = config.ctx or training_context(metadata) or DEFAULT_CTX
         process = LlamaServerProcess(LlamaServerOptions(
             binary=_binary(), model=config.model, slots=config.slots, ctx=ctx, threads=config.threads,
-            gpu_layers=config.gpu_layers, cache_ram_mib=config.cache_ram_mib,
+            gpu_layers=config.gpu_layers, cache_ram_mib=config.cache_ram_mib, mmproj=config.mmproj,
         ))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
                  Path(config.model).name, config.slots, ctx,
@@ -75,7 +84,10 @@ class LlamaCppEngine(UpstreamEngine):
                               timeout=30) as client:
                 info = probe_upstream(client)
                 check_tokenizer(tokenizer, client)
-            return cls(process, tokenizer, info, read_timeout=config.upstream_read_timeout)
+                image_tokens = measure_image_tokens(client, info.media_marker) if info.vision else 0
+            engine = cls(process, tokenizer, info, read_timeout=config.upstream_read_timeout)
+            engine.image_tokens = image_tokens
+            return engine
         except EngineStartError as exc:
             raise ConfigError("model", str(exc)) from None
         except UpstreamError as exc:

@@ -110,6 +110,7 @@ class ScriptEntry:
 
 class ScriptedEngine(Engine):
     name = "scripted"
+    images_refusal = "the scripted test engine takes no images; run the llamacpp engine with --mmproj FILE"
 
     def __init__(self, script: Sequence[object], *, context_size: int = 4096, delay: float = 0.0, slots: int = 1) -> None:
         if not script:

@@ -11,6 +11,12 @@ usage gives the real count. Turn-ending ids are never yielded: the upstream is
 asked to stop on them (vLLM, SGLang) and Maya stops on them too (llama-server
 stops on its model's end-of-generation tokens by itself).
 
+A llama-server started with a multimodal projector (`/props` modalities) takes
+images: its OpenAI endpoint then accepts only string prompts, so such a server is
+driven on its own `/completion` (token ids, or `multimodal_prompt` when the
+request has images; see `upstream_wire`). Every other engine refuses images
+before generation with `images_refusal`.
+
 Concurrency is the upstream's: `slots` sequences at once (its own
 `total_slots`, else `--upstream-slots`, else 8). Leaving the stream (a client
 gone, `generation.cancel()`) closes the HTTP request, which makes the upstream
@@ -37,9 +43,12 @@ from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
 from .base import Engine, EngineOutput, Generation
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
-from .upstream_probe import UpstreamInfo, probe_upstream
+from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
 from .upstream_stream import TokenStream
-from .upstream_wire import completion_request, error_from_response, parse_error_event, parse_event
+from .upstream_wire import (
+    NATIVE_PATH, completion_request, error_from_response, multimodal_prompt, native_completion_request,
+    parse_error_event, parse_event, parse_native_event,
+)
 
 log = logging.getLogger("maya.engine")
 
@@ -77,6 +86,12 @@ class UpstreamEngine(Engine):
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._uds = uds
         self._client: httpx.AsyncClient | None = None
+        self.accepts_images = info.kind == "llama-server" and info.vision
+        self.images_refusal = (
+            "the upstream llama-server was started without a multimodal projector; start it with --mmproj FILE"
+            if info.kind == "llama-server" else
+            f"Maya sends {info.kind} token-id prompts through its completion endpoint, which carries no images; "
+            "use llama-server with --mmproj (embedded: Maya's --mmproj FILE)")
 
     @classmethod
     def connect(cls, config: ServerConfig) -> "UpstreamEngine":
@@ -94,8 +109,14 @@ class UpstreamEngine(Engine):
                 raise ConfigError(
                     "upstream_url", f"{exc.message} at {public_url(config.upstream_url)}; is it running and ready?"
                 ) from None
-        if config.upstream_model is not None:
-            info = replace(info, model=config.upstream_model)
+            if config.upstream_model is not None:
+                info = replace(info, model=config.upstream_model)
+            image_tokens = 0
+            if info.vision and info.kind == "llama-server":
+                try:
+                    image_tokens = measure_image_tokens(client, info.media_marker)
+                except UpstreamError as exc:
+                    raise ConfigError("upstream_url", f"the upstream's image probe failed: {exc.message}") from None
         engine = cls(
             config.upstream_url, tokenizer, info,
             slots=config.upstream_slots or info.slots or DEFAULT_SLOTS,
@@ -104,6 +125,7 @@ class UpstreamEngine(Engine):
             connect_timeout=config.upstream_connect_timeout,
             read_timeout=config.upstream_read_timeout,
         )
+        engine.image_tokens = image_tokens
         engine.health.checked(True)
         engine.template_family = family_from_template(template_from_model_dir(config.tokenizer) or info.chat_template)
         log.info("upstream %s (%s) at %s: %d slots, context %d",
@@ -132,33 +154,45 @@ class UpstreamEngine(Engine):
 
     async def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
         stats = generation.stats
-        stats.prompt_tokens = len(generation.prompt_ids)
+        stats.prompt_tokens = len(generation.prompt_ids) + len(generation.images) * self.image_tokens
         if not generation.prompt_ids:
             raise EngineError("the prompt is empty")
+        if generation.images and not self.accepts_images:
+            raise EngineError(f"images reached an engine that cannot take them: {self.images_refusal}")
         stop_ids = generation.params.stop_token_ids
         stream = TokenStream(self.tokenizer, stop_ids, stats, generation.params.max_tokens)
-        body = orjson.dumps(completion_request(
-            self.info.kind, self.info.model, generation.prompt_ids, generation.params, stop_ids,
-            report_progress=generation.report_progress and self.reports_prompt_progress,
-        ))
+        prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
+                                    generation.image_positions, self.info.media_marker or "")
+                  if generation.images else generation.prompt_ids)
+        report_progress = generation.report_progress and self.reports_prompt_progress
+        if self.accepts_images:
+            path, parse = NATIVE_PATH, parse_native_event
+            body = orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress))
+        else:
+            path, parse = "/v1/completions", parse_event
+            body = orjson.dumps(completion_request(self.info.kind, self.info.model, prompt, generation.params,
+                                                   stop_ids, report_progress=report_progress))
         outcome, failure = "cancelled", None
         try:
             with translate_transport_errors(self._timeout):
                 async with self._http().stream(
-                    "POST", "/v1/completions", content=body, headers={"Content-Type": "application/json"}
+                    "POST", path, content=body, headers={"Content-Type": "application/json"}
                 ) as response:
                     if response.status_code != 200:
                         raise error_from_response(response.status_code, await _read_bounded(response))
                     async for data in _events(response):
-                        chunk = parse_event(data)
+                        chunk = parse(data)
                         if chunk is None:
                             break
+                        if chunk.prompt_tokens is not None and generation.images:
+                            stats.prompt_tokens = chunk.prompt_tokens  # the engine's count of the image tokens
                         if chunk.prompt_progress is not None:
                             yield chunk.prompt_progress
                             continue
                         for token in stream.feed(chunk):
                             yield token
-                        if stream.ended_by_us or generation.cancelled:
+                        if stream.ended_by_us or generation.cancelled or (
+                                parse is parse_native_event and chunk.finish_reason is not None):
                             break
             if generation.cancelled and stream.finish_reason is None:
                 return

@@ -17,6 +17,7 @@ generates). Generated token ids come back where the engine can send them:
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
@@ -40,18 +41,34 @@ class UpstreamChunk:
     token_ids: tuple[int, ...] | None = None
     """The generated ids this chunk carries; None when the upstream does not send ids."""
     finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    """The engine's own count (with image tokens), from the final usage."""
     completion_tokens: int | None = None
     cached_tokens: int | None = None
     prompt_progress: PromptProgress | None = None
     """llama-server's `prompt_progress` (asked for with `return_progress`); such a chunk carries no token."""
 
 
+def multimodal_prompt(tokenizer, prompt_ids: list[int], images: tuple[bytes, ...],
+                      positions: tuple[int, ...], marker: str) -> dict[str, Any]:
+    """llama-server's multimodal prompt, `{"prompt_string", "multimodal_data"}`: it takes no token ids, so
+    the ids between images are decoded back to text (llama-server re-tokenizes them with special-token
+    parsing) and each image is the server's media `marker` (`/props`) plus its base64 bytes."""
+    pieces, start = [], 0
+    for position in positions:
+        pieces.append(tokenizer.decode(prompt_ids[start:position]))
+        start = position
+    pieces.append(tokenizer.decode(prompt_ids[start:]))
+    return {"prompt_string": marker.join(pieces),
+            "multimodal_data": [base64.b64encode(image).decode("ascii") for image in images]}
+
+
 def completion_request(
-    kind: UpstreamKind, model: str | None, prompt_ids: list[int], params: SamplingParams, stop_ids: Iterable[int],
-    *, report_progress: bool = False,
+    kind: UpstreamKind, model: str | None, prompt_ids: list[int] | dict, params: SamplingParams,
+    stop_ids: Iterable[int], *, report_progress: bool = False,
 ) -> dict[str, Any]:
     """The streaming `/v1/completions` body for `kind`, with OpenAI's sampling semantics; `report_progress`
-    asks llama-server for its `prompt_progress` chunks."""
+    asks llama-server for its `prompt_progress` chunks. `prompt_ids` may be a `multimodal_prompt`."""
     body: dict[str, Any] = {
         "prompt": prompt_ids,
         "max_tokens": params.max_tokens,
@@ -80,6 +97,52 @@ def completion_request(
     if kind in ("vllm", "openai"):
         body.update({"logprobs": 1, "return_tokens_as_token_ids": True})
     return body
+
+
+NATIVE_PATH = "/completion"
+"""llama-server's own completion endpoint. With a projector loaded its OpenAI `/v1/completions` takes only a
+string prompt (token ids and images are refused there), so a vision llama-server is driven here."""
+
+
+def native_completion_request(prompt: list[int] | dict, params: SamplingParams, *,
+                              report_progress: bool = False) -> dict[str, Any]:
+    """The streaming `/completion` body: the same sampling as `completion_request`'s llama-server form."""
+    body: dict[str, Any] = {
+        "prompt": prompt, "n_predict": params.max_tokens, "temperature": params.temperature, "top_p": params.top_p,
+        "presence_penalty": params.presence_penalty, "frequency_penalty": params.frequency_penalty,
+        "top_k": 0, "min_p": 0.0, "cache_prompt": True, "return_tokens": True, "stream": True,
+    }
+    if params.seed is not None:
+        body["seed"] = params.seed
+    if report_progress:
+        body["return_progress"] = True
+    return body
+
+
+def parse_native_event(data: str) -> UpstreamChunk | None:
+    """One `/completion` SSE payload: `{content, tokens, stop, stop_type, tokens_predicted, tokens_evaluated,
+    tokens_cached, prompt_progress}`; None after the final one (`stop: true`) never comes, so the caller stops
+    on `finish_reason`."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise UpstreamError("the upstream engine sent an unreadable stream event") from None
+    if not isinstance(payload, dict):
+        raise UpstreamError("the upstream engine sent an unexpected stream event")
+    if "error" in payload:
+        raise error_from_payload(_status_of(payload), payload)
+    tokens = payload.get("tokens")
+    final = payload.get("stop") is True
+    text = payload.get("content")
+    return UpstreamChunk(
+        text=text if isinstance(text, str) else "",
+        token_ids=tuple(tokens) if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens) else None,
+        finish_reason=("length" if payload.get("stop_type") == "limit" else "stop") if final else None,
+        prompt_tokens=_int(payload.get("tokens_evaluated")) if final else None,
+        completion_tokens=_int(payload.get("tokens_predicted")) if final else None,
+        cached_tokens=_int(payload.get("tokens_cached")) if final else None,
+        prompt_progress=prompt_progress(payload.get("prompt_progress")),
+    )
 
 
 def parse_event(data: str) -> UpstreamChunk | None:
@@ -117,6 +180,7 @@ def _chunk(payload: dict) -> UpstreamChunk:
         text=text if isinstance(text, str) else "",
         token_ids=_token_ids(choice),
         finish_reason=choice.get("finish_reason") or None,
+        prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")),
         cached_tokens=_cached_tokens(payload, usage),
         prompt_progress=prompt_progress(payload.get("prompt_progress")),

@@ -41,11 +41,11 @@ _PRIOR_PARAM = "previous_response_id"
 
 
 def to_conversation(
-    request: ResponsesRequest, *, vision: bool = False, prior: Sequence[InputItem] = ()
+    request: ResponsesRequest, *, prior: Sequence[InputItem] = ()
 ) -> Conversation:
     """The conversation to render: `prior` history, then `request.input`, with `instructions` first."""
     located = [(item, None) for item in prior] + [(item, ("input", i)) for i, item in enumerate(request.input or ())]
-    turns = _TurnBuilder(vision).build(located)
+    turns = _TurnBuilder().build(located)
     if not turns:
         raise InvalidRequestError("'input' must contain at least one item.", param="input")
     if request.instructions:
@@ -82,8 +82,7 @@ def _param(prefix: Prefix, *rest: object) -> str:
 class _TurnBuilder:
     """Walks the items once, accumulating the assistant turn in progress and the open call group."""
 
-    def __init__(self, vision: bool) -> None:
-        self.vision = vision
+    def __init__(self) -> None:
         self.turns: list[Turn] = []
         self.reasoning: list[str] = []
         self.content: list[Part] = []
@@ -169,7 +168,7 @@ class _TurnBuilder:
                 f"The output for call_id {item.call_id!r} names {item.name!r}, but the call was to {call.name!r}.",
                 param=_param(prefix, "name"),
             )
-        content = _output_parts(item, prefix, self.vision)
+        content = _output_parts(item, prefix)
         self.results[item.call_id] = ToolResult(item.call_id, content, call.name)
 
     def _close_group(self) -> None:
@@ -188,28 +187,26 @@ class _TurnBuilder:
             if isinstance(part, (InputText, OutputText)):
                 parts.append(TextPart(part.text))
             elif isinstance(part, InputImage):
-                parts.append(_image(part, _param(prefix, "content", j, "type"), self.vision))
+                parts.append(_image(part, prefix, "content", j))
             else:
                 parts.append(TextPart(part.refusal))
         return tuple(parts)
 
 
-def _output_parts(item: FunctionCallOutputItem, prefix: Prefix, vision: bool) -> tuple[Part, ...]:
+def _output_parts(item: FunctionCallOutputItem, prefix: Prefix) -> tuple[Part, ...]:
     if isinstance(item.output, str):
         return (TextPart(item.output),)
     return tuple(
         TextPart(part.text) if isinstance(part, InputText)
-        else _image(part, _param(prefix, "output", j, "type"), vision)
+        else _image(part, prefix, "output", j)
         for j, part in enumerate(item.output)
     )
 
 
-def _image(part: InputImage, param: str, vision: bool) -> ImagePart:
-    if not vision:
-        raise InvalidRequestError(
-            "This server has no vision encoder configured, so image inputs are not supported.", param=param
-        )
-    return ImagePart(part.image_url or "")
+def _image(part: InputImage, prefix: Prefix, *at: object) -> ImagePart:
+    """`request_items` checked the part's fields; whether the engine takes images at all is
+    `GenerationService.load_images`'s one check."""
+    return ImagePart(part.image_url or "", param=_param(prefix, *at, "image_url"))
 
 
 def _missing_output(call: ToolCall, prefix: Prefix) -> InvalidRequestError:

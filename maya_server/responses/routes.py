@@ -43,9 +43,9 @@ def responses_router(
         body, large = await read_json(request, limits, parse_responses_request)
         turn = StoredTurn(store, request.state.owner, body, jobs.find)
         try:
-            prepared = await off_loop(large, lambda: service.prepare(
-                to_conversation(body, prior=turn.prior), to_settings(body), context_param="input"
-            ))
+            conversation = await service.load_images(to_conversation(body, prior=turn.prior))
+            prepared = await off_loop(large, lambda: service.prepare(conversation, to_settings(body),
+                                                                     context_param="input"))
             # a full queue is a 429 here, before any byte of a stream; an admitted background job
             # takes its place when a worker starts it, and waits however full the queue is
             admission = None if body.background else service.admit()

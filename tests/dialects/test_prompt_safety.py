@@ -88,10 +88,12 @@ def test_images_render_as_the_familys_placeholder(name, placeholder):
     assert "data:image" not in text
 
 
-def test_images_are_control_tokens_where_the_vocabulary_has_them(model_files):
+def test_images_sit_between_control_tokens_as_a_media_position(model_files):
+    """The family's image token itself becomes the engine's media marker: the image's place in the ids."""
     conversation = Conversation((Message("user", (ImagePart("https://example.com/a.png"),)),))
     prompt = get_dialect("glm").render(conversation)
     tokenizer = model_files.ours("glm-4.7-flash")
-    ids = prompt.token_ids(tokenizer)
-    image_ids = [tokenizer.token_id(t) for t in ("<|begin_of_image|>", "<|image|>", "<|end_of_image|>")]
-    assert image_ids[0] in ids and ids[ids.index(image_ids[0]):][:3] == image_ids
+    ids, (position,) = prompt.tokenize(tokenizer)
+    begin, image, end = (tokenizer.token_id(t) for t in ("<|begin_of_image|>", "<|image|>", "<|end_of_image|>"))
+    assert ids[position - 1:position + 1] == [begin, end]
+    assert image not in ids

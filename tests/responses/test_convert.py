@@ -12,14 +12,14 @@ from maya_server.responses.request_items import parse_input
 from .helpers import STRICT_PARAMS, TOOL, assistant, call, image, output, parse, reasoning, user
 
 
-def turns(items, *, vision=False, prior=(), **fields):
-    return to_conversation(parse(input=items, **fields), vision=vision, prior=prior).turns
+def turns(items, *, prior=(), **fields):
+    return to_conversation(parse(input=items, **fields), prior=prior).turns
 
 
-def conversion_error(items, *, vision=False, prior=(), **fields) -> InvalidRequestError:
+def conversion_error(items, *, prior=(), **fields) -> InvalidRequestError:
     request = parse(input=items, **fields)
     with pytest.raises(InvalidRequestError) as caught:
-        to_conversation(request, vision=vision, prior=prior)
+        to_conversation(request, prior=prior)
     return caught.value
 
 
@@ -163,25 +163,19 @@ def test_output_naming_another_function_is_rejected():
     assert conversion_error(history).param == "input[2].name"
 
 
-def test_images_with_a_vision_encoder():
+def test_images_become_image_parts_that_know_their_param():
     history = [{"role": "user", "content": [{"type": "input_text", "text": "what is it?"}, image()]}]
-    assert turns(history, vision=True) == (
-        Message("user", (TextPart("what is it?"), ImagePart("https://example.com/cat.png"))),
-    )
-
-
-def test_images_without_a_vision_encoder_are_rejected_at_the_part():
-    history = [user(), {"role": "user", "content": [{"type": "input_text", "text": "x"}, image()]}]
-    error = conversion_error(history)
-    assert error.param == "input[1].content[1].type"
-    assert "no vision encoder configured" in error.message
+    (message,) = turns(history)
+    assert message == Message("user", (TextPart("what is it?"), ImagePart("https://example.com/cat.png")))
+    assert message.content[1].param == "input[0].content[1].image_url"
 
 
 def test_function_results_with_text_and_image_parts():
     data_url = "data:image/png;base64,iVBORw0KGgo="
     history = [user(), call("a"), output("a", [{"type": "input_text", "text": "chart:"}, image(data_url)])]
-    assert turns(history, vision=True)[2] == ToolResult("a", (TextPart("chart:"), ImagePart(data_url)), "lookup")
-    assert conversion_error(history).param == "input[2].output[1].type"
+    result = turns(history)[2]
+    assert result == ToolResult("a", (TextPart("chart:"), ImagePart(data_url)), "lookup")
+    assert result.content[1].param == "input[2].output[1].image_url"
 
 
 def test_prior_items_are_prepended_and_can_be_answered_by_the_input():
@@ -198,9 +192,9 @@ def test_prior_call_left_unanswered_is_reported_at_input():
     assert conversion_error([user("no output")], prior=prior).param == "input"
 
 
-def test_errors_inside_prior_items_point_at_previous_response_id():
+def test_images_inside_prior_items_point_at_previous_response_id():
     prior = parse_input([{"role": "user", "content": [image()]}])
-    assert conversion_error([user()], prior=prior).param == "previous_response_id"
+    assert turns([user()], prior=prior)[0].content[0].param == "previous_response_id"
 
 
 def test_previous_response_with_no_new_input():
