@@ -131,10 +131,20 @@ class GenerationService:
     ) -> PreparedGeneration:
         """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call.
         Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context."""
-        prompt_ids, positions = self.dialect.render(conversation).tokenize(self.engine.tokenizer)
+        prompt = self.dialect.render(conversation)
+        prompt_ids, positions = prompt.tokenize(self.engine.tokenizer)
         images = tuple(p.data for t in conversation.turns for p in t.content if isinstance(p, ImagePart))
         if len(images) != len(positions) or any(data is None for data in images):
             raise EngineError("the conversation's images were not loaded before prepare")
+        if images and prompt.plain_text_spells_control(self.engine.tokenizer):
+            # an image prompt reaches llama-server as text, where such a spelling would become a control token
+            self.metrics.image_rejections.labels("control_text").inc()
+            raise InvalidRequestError(
+                "A request with images cannot contain text that spells one of the model's special tokens "
+                "(such as a turn marker): the engine takes image prompts as text and would read it as that "
+                "token. Remove the special-token text, or send the text without images.",
+                param=context_param, code="special_token_text_with_images",
+            )
         prompt_tokens = len(prompt_ids) + len(images) * self.engine.image_tokens
         context = self.engine.context_size
         room = context - prompt_tokens

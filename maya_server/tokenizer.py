@@ -55,6 +55,15 @@ class Prompt:
                 ids.extend(tokenizer.encode(text, special=control))
         return ids, tuple(media)
 
+    def plain_text_spells_control(self, tokenizer: Tokenizer) -> bool:
+        """Whether some plain run would tokenize differently with special-token parsing on, i.e. it spells
+        one of the model's control tokens. Harmless while prompts travel as ids; an engine that takes a
+        prompt only as text (llama-server's multimodal prompt) would read that spelling as the token."""
+        return any(
+            tokenizer.encode(text, special=True) != tokenizer.encode(text, special=False)
+            for text, control in self._runs() if text is not None and not control
+        )
+
     def _runs(self) -> list[tuple[str | None, bool]]:
         runs: list[tuple[str | None, bool]] = []
         for seg in self.segments:
