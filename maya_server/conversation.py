@@ -126,3 +126,8 @@ class Conversation:
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
+
+
+def has_images(conversation: Conversation) -> bool:
+    """Whether any turn carries an image (a background job then loads them in its worker)."""
+    return any(isinstance(part, ImagePart) for turn in conversation.turns for part in turn.content)

@@ -187,3 +187,63 @@ def test_text_spelling_a_special_token_beside_an_image_is_refused_before_generat
         assert http.get("/v1/status").json()["engine"] == before  # the engine was never asked
     text_only = [{"role": "user", "content": spelled}]  # as token ids, the same text stays plain text
     assert client.chat.completions.create(model="m", messages=text_only, max_tokens=4, temperature=0).choices
+
+
+def test_a_background_task_cancelled_while_its_image_is_fetched_ends_cancelled_after_the_fetch_is_closed(
+        tmp_path_factory):
+    """The worker owns image work: cancelling mid-fetch waits for the fetch to stop (the image server
+    sees its connection closed) before the task reads `cancelled`; a bad image fails the task."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    requested, closed = threading.Event(), threading.Event()
+
+    class Stalling(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            requested.set()
+            try:
+                for _ in range(300):  # a byte every 0.1 s keeps the fetch alive, never finishing it
+                    self.wfile.write(b"\0")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                closed.set()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stalling)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/slow.png"
+    mmproj = write_test_mmproj(tmp_path_factory.mktemp("mmproj") / "mmproj.gguf")
+    try:
+        with embedded_server(mmproj=str(mmproj), ctx=2048, slots=1, image_allow_private=True) as local:
+            client = local.client()
+            job = client.responses.create(
+                model="m", background=True, store=True, max_output_tokens=16,
+                input=[{"role": "user", "content": [{"type": "input_text", "text": "Describe it."},
+                                                     {"type": "input_image", "image_url": url}]}],
+            )
+            assert job.status in ("queued", "in_progress")  # created at once: the fetch is the worker's
+            assert requested.wait(30)
+            cancelled = client.responses.cancel(job.id)
+            assert cancelled.status == "cancelled"
+            assert closed.wait(5)  # the fetch was closed, not left running behind a `cancelled` task
+            bad = client.responses.create(
+                model="m", background=True, store=True, max_output_tokens=16,
+                input=[{"role": "user", "content": [{"type": "input_image",
+                                                     "image_url": "data:image/png;base64,bm90IGEgcG5n"}]}],
+            )
+            for _ in range(100):
+                bad = client.responses.retrieve(bad.id)
+                if bad.status not in ("queued", "in_progress"):
+                    break
+                time.sleep(0.1)
+            assert bad.status == "failed" and bad.error is not None
+    finally:
+        httpd.shutdown()

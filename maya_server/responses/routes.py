@@ -15,8 +15,9 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..errors import InvalidRequestError
-from ..generation import GenerationService, PipelineEvent
+from ..errors import InvalidRequestError, MayaError
+from ..conversation import Conversation, has_images
+from ..generation import Failed, GenerationService, GenerationSettings, PipelineEvent, PreparedGeneration, Usage
 from ..http.body import BodyLimits, off_loop, read_json
 from ..http.disconnect import ClientGone, until_disconnected
 from ..http.shutdown import shutdown_error
@@ -42,10 +43,14 @@ def responses_router(
     async def create_response(request: Request) -> Response:
         body, large = await read_json(request, limits, parse_responses_request)
         turn = StoredTurn(store, request.state.owner, body, jobs.find)
+        settings = to_settings(body)
         try:
-            conversation = await service.load_images(to_conversation(body, prior=turn.prior))
-            prepared = await off_loop(large, lambda: service.prepare(conversation, to_settings(body),
-                                                                     context_param="input"))
+            conversation = to_conversation(body, prior=turn.prior)
+            prepared = None  # a background job with images: its worker loads them and prepares
+            if not (body.background and has_images(conversation)):
+                conversation = await service.load_images(conversation)
+                prepared = await off_loop(large, lambda: service.prepare(conversation, settings,
+                                                                         context_param="input"))
             # a full queue is a 429 here, before any byte of a stream; an admitted background job
             # takes its place when a worker starts it, and waits however full the queue is
             admission = None if body.background else service.admit()
@@ -55,7 +60,7 @@ def responses_router(
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
         gate = _gate(body)
         if admission is None:
-            generate = lambda: gated(service.run(prepared, service.admit(bounded=False)), gate)  # noqa: E731
+            generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
             return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
         events = gated(service.run(prepared, admission), gate)
 
@@ -89,6 +94,22 @@ def responses_router(
 def _gate(body: ResponsesRequest) -> PublishGate:
     tools = {t.name: v for t in body.tools if (v := StructuredValidator.for_tool(t)) is not None}
     return PublishGate(StructuredValidator.for_format(body.output_format), tools)
+
+
+async def _in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,
+                     prepared: PreparedGeneration | None) -> AsyncIterator[PipelineEvent]:
+    """A background job's generation. Unprepared (it has images), the worker first fetches and decodes
+    them and prepares, as the spec gives workers preparation and image work: a cancel or the deadline
+    waits for that step to return and clean up, and its refusals fail the task with their error."""
+    if prepared is None:
+        try:
+            conversation = await service.load_images(conversation)
+            prepared = service.prepare(conversation, settings, context_param="input")
+        except MayaError as exc:
+            yield Failed(exc, Usage(0, 0, 0, 0))
+            return
+    async for event in service.run(prepared, service.admit(bounded=False)):
+        yield event
 
 
 async def _drain(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> None:
