@@ -247,3 +247,12 @@ def test_a_background_task_cancelled_while_its_image_is_fetched_ends_cancelled_a
             assert bad.status == "failed" and bad.error is not None
     finally:
         httpd.shutdown()
+
+
+def test_repeating_the_same_image_reuses_the_engines_cache_and_says_so(server):
+    """`cached_tokens` is llama-server's own count: the second identical request with an image finds
+    the prompt, image included, already evaluated."""
+    first, second = chat(server, BLUE).usage, chat(server, BLUE).usage
+    assert first.prompt_tokens == second.prompt_tokens
+    cached = second.prompt_tokens_details.cached_tokens
+    assert cached > first.prompt_tokens - image_tokens(), (cached, first.prompt_tokens)  # the image's tokens too
