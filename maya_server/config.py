@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .config_error import ConfigError
+from .errors import ConfigError
 from .dialects import DIALECT_NAMES as FAMILIES
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 

@@ -2,7 +2,8 @@
 
     MayaError                      status, type, param, code, message
     ├── InvalidRequestError        400 invalid_request_error (param names the field)
-    │   └── ContextLengthExceeded  400 code=context_length_exceeded
+    │   ├── ContextLengthExceeded  400 code=context_length_exceeded
+    │   └── ImageError             400 invalid_image (an image that cannot be fetched, decoded or accepted)
     ├── AuthenticationError        401 invalid_api_key
     ├── NotFoundError              404
     ├── ConflictError              409
@@ -12,14 +13,25 @@
     ├── PayloadTooLargeError       413 a request body over the size limit
     ├── UnsupportedMediaTypeError  415 a POST body that is not application/json
     ├── RateLimitError             429 (a bounded queue is full)
+    ├── ToolPolicyError            500 invalid_tool_call (the model called an undeclared or disallowed tool)
     ├── EngineError                500 server_error (the engine failed mid-generation)
     │   └── UpstreamError          502 upstream_error (an upstream engine failed or answered nonsense)
     │       ├── UpstreamUnavailable    503 upstream_unavailable (cannot connect, timed out)
     │       └── UpstreamRejected       400/429 (the upstream refused the request itself, e.g. its context)
     └── ServiceUnavailableError    503
+        └── McpServerGone          503 mcp_server_unavailable (an MCP server given up for good)
 
 `http/errors.py` renders them as OpenAI's `{"error": {...}}`; anything else
 becomes a generic 500 whose message never reaches the client.
+
+Beside the tree, the exceptions that never reach a client as an API error:
+
+    ConfigError         a bad setting, naming it: the CLI prints it and exits 2
+    EngineStartError    llama-server did not come up (start-up: exit 2; later: a restart)
+    ClientGone          the client disconnected: the work stops, nothing is answered
+    ShuttingDown        the server began shutting down under an open stream: it ends with a farewell
+    UnsupportedVocabulary  a GGUF vocabulary Maya cannot rebuild (start-up: give --tokenizer DIR)
+    TooDeep             JSON nested past the depth limit (a ValueError, refused like malformed JSON)
 """
 
 from __future__ import annotations
@@ -150,3 +162,49 @@ class UpstreamRejected(UpstreamError):
         super().__init__(message, param=param, code=code)
         self.status = status
         self.type = type
+
+
+class ToolPolicyError(MayaError):
+    status = 500
+    type = "server_error"
+    code = "invalid_tool_call"
+
+
+class ConfigError(ValueError):
+    """A bad configuration, naming the field."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+
+
+class EngineStartError(RuntimeError):
+    """llama-server did not come up; the message carries its last log lines."""
+
+
+class ClientGone(Exception):
+    """The client disconnected before the work finished."""
+
+
+class ShuttingDown(Exception):
+    """The server began shutting down while a stream with a farewell was open."""
+
+
+class ImageError(InvalidRequestError):
+    code = "invalid_image"
+
+    def __init__(self, message: str, *, param: str | None, reason: str) -> None:
+        super().__init__(message, param=param)
+        self.reason = reason
+
+
+class McpServerGone(ServiceUnavailableError):
+    code = "mcp_server_unavailable"
+
+
+class UnsupportedVocabulary(ValueError):
+    """The GGUF's vocabulary is not one we can rebuild; the message says what to give instead."""
+
+
+class TooDeep(ValueError):
+    """JSON nested past the limit (a ValueError, so callers that refuse malformed JSON refuse this too)."""

@@ -28,7 +28,7 @@ from .dialects.base import Dialect, StreamParser
 from .engine.base import Engine, Generation, GenerationStats, SamplingParams
 from .engine.fifo import Admission, EngineQueue
 from .engine.progress import PromptProgress
-from .errors import ContextLengthExceeded, EngineError, InvalidRequestError, MayaError
+from .errors import ContextLengthExceeded, EngineError, InvalidRequestError, MayaError, ToolPolicyError
 from .images import ImageLimits, ImageLoader
 from .events import ParserEvent, ReasoningDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from .metrics import Metrics
@@ -88,12 +88,6 @@ class Failed:
 
 
 PipelineEvent = Union[ParserEvent, PromptProgress, Finished, Failed]
-
-
-class ToolPolicyError(MayaError):
-    status = 500
-    type = "server_error"
-    code = "invalid_tool_call"
 
 
 def new_call_id() -> str:

@@ -17,6 +17,7 @@ import json
 
 from tokenizers import Tokenizer as RustTokenizer
 
+from .errors import UnsupportedVocabulary
 from .hf_tokenizer import HfTokenizer
 
 CONTROL = 3
@@ -28,10 +29,6 @@ PRE_TOKENIZERS: dict[str, dict] = {
     # SmolLM: every digit alone, then GPT-2's split
     "smollm": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL]},
 }
-
-
-class UnsupportedVocabulary(ValueError):
-    """The GGUF's vocabulary is not one we can rebuild; the message says what to give instead."""
 
 
 def tokenizer_json(metadata: dict[str, object]) -> dict:

@@ -36,7 +36,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from .conversation import Conversation, ImagePart, Message, ToolResult
-from .errors import InvalidRequestError
+from .errors import ImageError
 from .metrics import Metrics
 
 FORMATS = {"PNG", "JPEG", "WEBP", "GIF", "BMP"}
@@ -60,14 +60,6 @@ class ImageLimits:
     def from_config(cls, config) -> "ImageLimits":
         return cls(config.image_max_bytes, config.image_max_pixels, config.image_max_count,
                    config.image_fetch_timeout, config.image_max_redirects, config.image_allow_private)
-
-
-class ImageError(InvalidRequestError):
-    code = "invalid_image"
-
-    def __init__(self, message: str, *, param: str | None, reason: str) -> None:
-        super().__init__(message, param=param)
-        self.reason = reason
 
 
 async def system_resolver(host: str, port: int) -> list[str]:

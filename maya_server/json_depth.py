@@ -12,12 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .errors import TooDeep
+
 MAX_JSON_DEPTH = 64
 """The default limit, in container levels (`{"a": [1]}` is 2 deep); `--max-json-depth` sets the request one."""
-
-
-class TooDeep(ValueError):
-    """JSON nested past the limit (a ValueError, so callers that refuse malformed JSON refuse this too)."""
 
 
 def too_deep(value: Any, limit: int) -> tuple | None:

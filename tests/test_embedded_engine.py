@@ -24,7 +24,8 @@ import pytest
 from maya_server.config import ConfigError
 from maya_server.conversation import Conversation, Message, TextPart
 from maya_server.dialects import get_dialect
-from maya_server.engine.llama_server import EngineStartError, LlamaServerOptions, LlamaServerProcess
+from maya_server.engine.llama_server import LlamaServerOptions, LlamaServerProcess
+from maya_server.errors import EngineStartError
 from maya_server.engine.llamacpp import check_tokenizer
 
 from .embedded import child_http, embedded_server, process_gone

@@ -10,7 +10,8 @@ from starlette.responses import Response
 
 from ..generation import Failed, GenerationService
 from ..http.body import BodyLimits, off_loop, read_json
-from ..http.disconnect import ClientGone, until_disconnected
+from ..errors import ClientGone
+from ..http.disconnect import until_disconnected
 from ..http.errors import error_response
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event

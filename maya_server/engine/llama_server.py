@@ -40,6 +40,8 @@ from pathlib import Path
 
 import httpx
 
+from ..errors import EngineStartError
+
 log = logging.getLogger("maya.engine")
 child_log = logging.getLogger("maya.llama-server")
 
@@ -53,10 +55,6 @@ LOG_TAIL_LINES = 40
 BASE_URL = "http://llama-server"
 """The URL httpx is given for the Unix socket (only the path part matters)."""
 _PR_SET_PDEATHSIG = 1
-
-
-class EngineStartError(RuntimeError):
-    """llama-server did not come up; the message carries its last log lines."""
 
 
 class ChildState(enum.Enum):

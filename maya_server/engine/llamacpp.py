@@ -35,7 +35,8 @@ from ..gguf_metadata import read_gguf_metadata, training_context
 from ..gguf_tokenizer import UnsupportedVocabulary, gguf_tokenizer
 from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
-from .llama_server import BASE_URL, ChildState, EngineStartError, LlamaServerOptions, LlamaServerProcess
+from ..errors import EngineStartError
+from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary
 from .upstream import UpstreamEngine
 from .upstream_probe import measure_image_tokens, probe_upstream

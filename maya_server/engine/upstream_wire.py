@@ -123,14 +123,7 @@ def parse_native_event(data: str) -> UpstreamChunk | None:
     """One `/completion` SSE payload: `{content, tokens, stop, stop_type, tokens_predicted, tokens_evaluated,
     tokens_cached, prompt_progress}`; None after the final one (`stop: true`) never comes, so the caller stops
     on `finish_reason`."""
-    try:
-        payload = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise UpstreamError("the upstream engine sent an unreadable stream event") from None
-    if not isinstance(payload, dict):
-        raise UpstreamError("the upstream engine sent an unexpected stream event")
-    if "error" in payload:
-        raise error_from_payload(_status_of(payload), payload)
+    payload = _event_payload(data)
     tokens = payload.get("tokens")
     final = payload.get("stop") is True
     text = payload.get("content")
@@ -149,6 +142,11 @@ def parse_event(data: str) -> UpstreamChunk | None:
     """One SSE `data:` payload; None for the closing `[DONE]`. An error payload raises."""
     if data.strip() == "[DONE]":
         return None
+    return _chunk(_event_payload(data))
+
+
+def _event_payload(data: str) -> dict:
+    """A stream event's JSON object; an unreadable one, or an error the engine sent, raises."""
     try:
         payload = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -157,7 +155,7 @@ def parse_event(data: str) -> UpstreamChunk | None:
         raise UpstreamError("the upstream engine sent an unexpected stream event")
     if "error" in payload or payload.get("object") == "error":
         raise error_from_payload(_status_of(payload), payload)
-    return _chunk(payload)
+    return payload
 
 
 def parse_error_event(data: str) -> UpstreamError:

@@ -16,9 +16,8 @@ from typing import Callable, TypeVar
 
 from starlette.requests import ClientDisconnect, Request
 
-from ..errors import PayloadTooLargeError
+from ..errors import ClientGone, PayloadTooLargeError
 from ..validation import parse_json_object
-from .disconnect import ClientGone
 
 T = TypeVar("T")
 

@@ -13,11 +13,9 @@ from typing import Awaitable, Callable, TypeVar
 from starlette.requests import Request
 from starlette.types import Receive
 
+from ..errors import ClientGone
+
 T = TypeVar("T")
-
-
-class ClientGone(Exception):
-    """The client disconnected before the work finished."""
 
 
 async def wait_for_disconnect(receive: Receive) -> None:

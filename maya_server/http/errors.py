@@ -9,8 +9,7 @@ from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from ..errors import MayaError
-from .disconnect import ClientGone
+from ..errors import ClientGone, MayaError
 
 log = logging.getLogger("maya.http")
 

@@ -15,14 +15,11 @@ import orjson
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .disconnect import ClientGone, race_disconnect, unless
+from ..errors import ClientGone, ShuttingDown
+from .disconnect import race_disconnect, unless
 
 if TYPE_CHECKING:
     from .shutdown import Shutdown
-
-class ShuttingDown(Exception):
-    """The server began shutting down while a stream with a farewell was open."""
-
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),

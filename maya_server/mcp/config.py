@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from ..config_error import ConfigError
+from ..errors import ConfigError
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _STDIO_KEYS = {"command", "args", "env", "cwd", "type", "transport"}

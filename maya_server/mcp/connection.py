@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CONNECTION_CLOSED
 
-from ..errors import ServiceUnavailableError
+from ..errors import McpServerGone
 from .config import McpServerSpec
 from .results import ToolOutcome, limited, outcome_of
 
@@ -60,10 +60,6 @@ class McpTool:
     name: str
     description: str | None
     input_schema: dict[str, Any]
-
-
-class McpServerGone(ServiceUnavailableError):
-    code = "mcp_server_unavailable"
 
 
 class McpConnection:

@@ -15,11 +15,11 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..errors import InvalidRequestError, MayaError
+from ..errors import ClientGone, InvalidRequestError, MayaError
 from ..conversation import Conversation, has_images
 from ..generation import Failed, GenerationService, GenerationSettings, PipelineEvent, PreparedGeneration, Usage
 from ..http.body import BodyLimits, off_loop, read_json
-from ..http.disconnect import ClientGone, until_disconnected
+from ..http.disconnect import until_disconnected
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
