@@ -1,13 +1,23 @@
-"""Neutral generation events: what a dialect's parser makes of the model's text.
+"""Neutral generation events: what the pipeline makes of a generation, for any API.
+
+    ParserEvent     what a dialect's parser makes of the model's text (text, reasoning, tool calls)
+    PromptProgress  how far the engine is through the prompt (only when progress was asked for)
+    Finished        the turn ended as a success: why, and the tokens it took
+    Failed          the turn cannot be published as a success: the error, and the tokens it took
+    PipelineEvent   any of them: what `GenerationService.run` yields, ending in one Finished or Failed
 
 Assemblers (Chat Completions, Responses) consume only these; they never look at
-raw model text again.
+raw model text again. This module imports nothing of the pipeline or the engines
+(only the error classes), so engines, parsers, the pipeline and the assemblers
+can all depend on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, Union
+
+from .errors import MayaError
 
 
 @dataclass(frozen=True)
@@ -62,3 +72,52 @@ class ToolCallInvalid:
 
 
 ParserEvent = Union[TextDelta, ReasoningDelta, ReasoningFinished, ToolCallStarted, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid]
+
+
+@dataclass(frozen=True)
+class PromptProgress:
+    """How far an engine is through a prompt: llama.cpp's `prompt_progress` convention.
+
+    `processed` counts the prompt tokens in the engine's sequence so far, cached
+    ones included, so it starts at `cache` and ends at `total`; the work actually
+    timed is `(processed - cache) / (total - cache)`. llama-server reports these
+    itself (`return_progress`); for engines that report nothing the generation
+    pipeline synthesizes a start and an end from what it knows.
+    """
+
+    total: int
+    cache: int
+    processed: int
+    time_ms: int
+
+    def body(self) -> dict:
+        return {"total": self.total, "cache": self.cache, "processed": self.processed, "time_ms": self.time_ms}
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: Literal["stop", "length", "tool_calls"]
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The generation cannot be published as a success; `error` says why, `usage` what was consumed."""
+
+    error: MayaError
+    usage: Usage
+
+
+PipelineEvent = Union[ParserEvent, PromptProgress, Finished, Failed]

@@ -10,10 +10,9 @@ Admission is its own step so that a route refuses a full queue before its
 response starts. `run` yields the parser's events, then exactly one
 `Finished` or `Failed`; with `report_progress` it first yields `PromptProgress`
 (the engine's own, or a synthesized start and end for engines that report nothing).
-Tool policy lives here because it is the same for every API: a call to an
-undeclared or disallowed function fails the generation, `parallel_tool_calls`
-false ends it at the first complete call, required/named choices must produce
-a call. Leaving the iteration early (client gone) cancels the engine.
+Every parser event passes the request's `ToolPolicy` (`tool_policy.py`) before
+it is yielded, so both APIs enforce tools the same way. Leaving the iteration
+early (client gone) cancels the engine and releases the admission.
 """
 
 from __future__ import annotations
@@ -21,18 +20,18 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import AsyncIterator, Literal, Union
+from typing import AsyncIterator
 
-from .conversation import Conversation, ImagePart, NamedToolChoice
+from .conversation import Conversation, ImagePart
 from .dialects.base import Dialect, StreamParser
 from .engine.base import Engine, Generation, GenerationStats, SamplingParams
 from .engine.fifo import Admission, EngineQueue
-from .engine.progress import PromptProgress
-from .errors import ContextLengthExceeded, EngineError, InvalidRequestError, MayaError, ToolPolicyError
+from .errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
 from .images import ImageLimits, ImageLoader
-from .events import ParserEvent, ReasoningDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
+from .events import Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, Usage
 from .metrics import Metrics
 from .stop_strings import StopStringMatcher
+from .tool_policy import ToolPolicy
 
 
 @dataclass(frozen=True)
@@ -59,35 +58,6 @@ class PreparedGeneration:
     report_progress: bool = False
     images: tuple[bytes, ...] = ()
     image_positions: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Usage:
-    prompt_tokens: int
-    cached_tokens: int
-    completion_tokens: int
-    reasoning_tokens: int
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-
-@dataclass(frozen=True)
-class Finished:
-    reason: Literal["stop", "length", "tool_calls"]
-    usage: Usage
-
-
-@dataclass(frozen=True)
-class Failed:
-    """The generation cannot be published as a success; `error` says why, `usage` what was consumed."""
-
-    error: MayaError
-    usage: Usage
-
-
-PipelineEvent = Union[ParserEvent, PromptProgress, Finished, Failed]
 
 
 def new_call_id() -> str:
@@ -270,7 +240,7 @@ class _RunState:
     generation: Generation
     parser: StreamParser
     stops: StopStringMatcher
-    policy: "ToolPolicy"
+    policy: ToolPolicy
     reasoning_tokens: int = 0
 
     def usage(self) -> Usage:
@@ -296,46 +266,3 @@ class _SynthesizedProgress:
         cache = min(self._generation.stats.cached_tokens, total)
         elapsed_ms = int((time.perf_counter() - self._started) * 1000)
         return PromptProgress(total=total, cache=cache, processed=total, time_ms=elapsed_ms)
-
-
-class ToolPolicy:
-    """Checks each parser event against the request's tools, tool_choice and call limit.
-
-    `done` means the turn is over: after the first complete call when parallel calls are off,
-    after `max_calls` complete calls, or when a call beyond the limit begins (`over_limit`: that
-    call and whatever follows it are dropped).
-    """
-
-    def __init__(self, conversation: Conversation, max_calls: int | None = None) -> None:
-        self._conversation = conversation
-        self._max_calls = max_calls
-        self.over_limit = False
-        choice = conversation.tool_choice
-        self._named = choice.name if isinstance(choice, NamedToolChoice) else None
-        self.requires_call = choice == "required" or self._named is not None
-        self.calls_finished = 0
-        self.done = False
-
-    def check(self, event: ParserEvent) -> MayaError | None:
-        if isinstance(event, ToolCallStarted):
-            if self._max_calls is not None and self.calls_finished >= self._max_calls:
-                self.over_limit = self.done = True
-                return None
-            return self._check_call(event.name)
-        if isinstance(event, ToolCallInvalid) and event.reason != "truncated":
-            return ToolPolicyError(f"the model produced an invalid tool call ({event.reason}): {event.detail}")
-        if isinstance(event, ToolCallFinished):
-            self.calls_finished += 1
-            at_limit = self._max_calls is not None and self.calls_finished >= self._max_calls
-            self.done = at_limit or not self._conversation.parallel_tool_calls
-        return None
-
-    def _check_call(self, name: str) -> MayaError | None:
-        if self._conversation.tool_choice == "none":
-            return ToolPolicyError(f"the model called {name!r} although tool_choice is none")
-        if self._conversation.tool(name) is None:
-            return ToolPolicyError(f"the model called the undeclared function {name!r}")
-        if self._named is not None and name != self._named:
-            return ToolPolicyError(f"the model called {name!r} although tool_choice names {self._named!r}")
-        return None
-

@@ -13,11 +13,12 @@ import pytest
 from maya_server.conversation import Conversation, Message, NamedToolChoice, TextPart, ToolSpec
 from maya_server.dialects import get_dialect
 from maya_server.engine.fifo import EngineQueue
-from maya_server.engine.progress import PromptProgress
 from maya_server.engine.scripted import ScriptedEngine
 from maya_server.errors import ContextLengthExceeded, EngineError, ToolPolicyError
-from maya_server.events import TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted
-from maya_server.generation import Failed, Finished, GenerationService, GenerationSettings
+from maya_server.events import (
+    Failed, Finished, PromptProgress, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted,
+)
+from maya_server.generation import GenerationService, GenerationSettings
 from maya_server.metrics import Metrics
 
 WEATHER = ToolSpec("get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})

@@ -15,9 +15,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..engine.progress import PromptProgress
-from ..events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
-from ..generation import Failed, Finished, PipelineEvent, Usage
+from ..events import (
+    Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted, Usage,
+)
 from ..mcp.events import McpRoundLimitReached, McpToolCall, McpToolResult
 
 

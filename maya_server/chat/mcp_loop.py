@@ -23,11 +23,12 @@ import orjson
 
 from ..conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
 from ..errors import InvalidRequestError, MayaError
-from ..events import (
-    ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted,
-)
 from ..engine.fifo import Admission
-from ..generation import Failed, Finished, GenerationService, GenerationSettings, PipelineEvent, PreparedGeneration, Usage
+from ..events import (
+    Failed, Finished, PipelineEvent, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid,
+    ToolCallStarted, Usage,
+)
+from ..generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..mcp.connection import McpTool
 from ..mcp.events import McpRoundLimitReached, McpToolCall, McpToolResult
 from ..mcp.hub import McpHub

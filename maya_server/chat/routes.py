@@ -8,7 +8,8 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..generation import Failed, GenerationService
+from ..events import Failed
+from ..generation import GenerationService
 from ..http.body import BodyLimits, off_loop, read_json
 from ..errors import ClientGone
 from ..http.disconnect import until_disconnected

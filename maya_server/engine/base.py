@@ -19,8 +19,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Literal, Sequence, Union
 
+from ..events import PromptProgress
 from ..tokenizer import Tokenizer
-from .progress import PromptProgress
 
 FinishReason = Literal["stop", "length", "cancelled", "error"]
 

@@ -25,8 +25,8 @@ from typing import Any, Iterable, Literal
 import orjson
 
 from ..errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
+from ..events import PromptProgress
 from .base import SamplingParams
-from .progress import PromptProgress
 
 UpstreamKind = Literal["llama-server", "vllm", "sglang", "openai"]
 ERROR_MESSAGE_LIMIT = 400

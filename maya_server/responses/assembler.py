@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import MayaError
-from ..events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
-from ..generation import Failed, Finished, PipelineEvent, Usage
+from ..events import (
+    Failed, Finished, PipelineEvent, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
+    ToolCallInvalid, ToolCallStarted, Usage,
+)
 from .envelope import response_envelope
 from .request import ResponsesRequest
 

@@ -18,7 +18,7 @@ import orjson
 from starlette.responses import Response
 
 from ..errors import ConflictError, GoneError, InvalidRequestError, StorageCapacityError
-from ..generation import PipelineEvent
+from ..events import PipelineEvent
 from ..http.sse import EventStreamResponse
 from ..kept_json import dumps_kept
 from .assembler import ResponseAssembler

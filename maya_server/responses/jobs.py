@@ -33,7 +33,7 @@ import orjson
 from ..errors import (
     ConflictError, InvalidRequestError, MayaError, RateLimitError, ServiceUnavailableError, StorageCapacityError,
 )
-from ..generation import PipelineEvent
+from ..events import PipelineEvent
 from .assembler import ResponseAssembler
 from .event_log import EventLog, EventTooLarge
 from .settings import ResponsesSettings

@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import AsyncIterator, Callable
 
 from ..errors import MayaError
-from ..events import TextDelta, ToolCallFinished, ToolCallStarted
-from ..generation import Failed, Finished, PipelineEvent
+from ..events import Failed, Finished, PipelineEvent, TextDelta, ToolCallFinished, ToolCallStarted
 from .structured import MAX_OUTPUT_BYTES, StructuredValidator
 
 EVENT_OVERHEAD_BYTES = 64

@@ -17,7 +17,8 @@ from starlette.responses import Response
 
 from ..errors import ClientGone, InvalidRequestError, MayaError
 from ..conversation import Conversation, has_images
-from ..generation import Failed, GenerationService, GenerationSettings, PipelineEvent, PreparedGeneration, Usage
+from ..events import Failed, PipelineEvent, Usage
+from ..generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..http.body import BodyLimits, off_loop, read_json
 from ..http.disconnect import until_disconnected
 from ..http.shutdown import shutdown_error

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from maya_server.engine.progress import PromptProgress
-from maya_server.errors import EngineError
-from maya_server.events import ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted
-from maya_server.generation import Failed, Finished, Usage
 from maya_server.chat.assembler import ChatAssembler
+from maya_server.errors import EngineError
+from maya_server.events import (
+    Failed, Finished, PromptProgress, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted,
+    Usage,
+)
 from maya_server.mcp.events import McpToolCall, McpToolResult
 
 USAGE = Usage(prompt_tokens=11, cached_tokens=3, completion_tokens=5, reasoning_tokens=2)

@@ -6,8 +6,7 @@ import asyncio
 
 import pytest
 
-from maya_server.events import TextDelta
-from maya_server.generation import Finished, Usage
+from maya_server.events import Finished, TextDelta, Usage
 from maya_server.responses.assembler import ResponseAssembler
 from maya_server.responses.event_log import EventLog
 from maya_server.responses.jobs import Job, JobCleanupError, JobManager

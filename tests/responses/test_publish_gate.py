@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from maya_server.errors import EngineError
-from maya_server.events import TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted
-from maya_server.generation import Failed, Finished, Usage
+from maya_server.events import (
+    Failed, Finished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
+)
 from maya_server.responses.publish_gate import PublishGate, StructuredOutputError, gated
 from maya_server.responses.structured import StructuredValidator
 
