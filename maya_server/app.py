@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from . import __version__
 from .chat.routes import chat_router
 from .config import ServerConfig
-from .errors import NotFoundError
+from .errors import JobCleanupError, NotFoundError
 from .dialects import get_dialect
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
@@ -40,7 +40,7 @@ from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
 from .responses.store import ResponseStore
 from .responses.collectors import JobCollector, StoreCollector
-from .responses.jobs import JobCleanupError, JobManager
+from .responses.jobs import JobManager
 
 
 def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> FastAPI:

@@ -14,6 +14,9 @@
     ├── UnsupportedMediaTypeError  415 a POST body that is not application/json
     ├── RateLimitError             429 (a bounded queue is full)
     ├── ToolPolicyError            500 invalid_tool_call (the model called an undeclared or disallowed tool)
+    ├── StructuredOutputError      500 invalid_structured_output (the output broke text.format or a strict tool's schema)
+    ├── JobTimeoutError            500 job_timeout (a background response passed its deadline)
+    ├── EventLimitError            500 event_too_large (a background response made an event too large to retain)
     ├── EngineError                500 server_error (the engine failed mid-generation)
     │   └── UpstreamError          502 upstream_error (an upstream engine failed or answered nonsense)
     │       ├── UpstreamUnavailable    503 upstream_unavailable (cannot connect, timed out)
@@ -32,6 +35,10 @@ Beside the tree, the exceptions that never reach a client as an API error:
     ShuttingDown        the server began shutting down under an open stream: it ends with a farewell
     UnsupportedVocabulary  a GGUF vocabulary Maya cannot rebuild (start-up: give --tokenizer DIR)
     TooDeep             JSON nested past the depth limit (a ValueError, refused like malformed JSON)
+    JobCleanupError     shutdown could not confirm that every background job released the engine
+    EventTooLarge       one event over a background log's byte limit: the job fails with EventLimitError
+    StructuredOutputRejected  why an output fails validation, raised from inside the schema walk (the only
+                        way to stop jsonschema midway); `StructuredValidator.validate` turns it into its verdict
 """
 
 from __future__ import annotations
@@ -170,6 +177,22 @@ class ToolPolicyError(MayaError):
     code = "invalid_tool_call"
 
 
+class StructuredOutputError(MayaError):
+    """What the publish gate sends instead of an output it held and found invalid."""
+
+    status = 500
+    type = "server_error"
+    code = "invalid_structured_output"
+
+
+class JobTimeoutError(MayaError):
+    code = "job_timeout"
+
+
+class EventLimitError(MayaError):
+    code = "event_too_large"
+
+
 class ConfigError(ValueError):
     """A bad configuration, naming the field."""
 
@@ -208,3 +231,19 @@ class UnsupportedVocabulary(ValueError):
 
 class TooDeep(ValueError):
     """JSON nested past the limit (a ValueError, so callers that refuse malformed JSON refuse this too)."""
+
+
+class JobCleanupError(RuntimeError):
+    """Shutdown could not confirm that every job released the engine."""
+
+
+class EventTooLarge(Exception):
+    """One encoded event is larger than a background response's whole event log may hold."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"an event of {size} bytes exceeds the per-task event limit of {limit} bytes")
+
+
+class StructuredOutputRejected(Exception):
+    """Why an output cannot be published. An exception, not a value, because it must stop a jsonschema
+    traversal from inside a keyword check; it never leaves `StructuredValidator.validate`."""

@@ -21,12 +21,8 @@ import asyncio
 from collections import deque
 from typing import AsyncIterator, Callable
 
+from ..errors import EventTooLarge
 from ..http.sse import encode_event
-
-
-class EventTooLarge(Exception):
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"an event of {size} bytes exceeds the per-task event limit of {limit} bytes")
 
 
 class EventLog:

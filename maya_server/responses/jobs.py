@@ -31,11 +31,12 @@ from typing import AsyncIterator, Awaitable, Callable, Iterator
 import orjson
 
 from ..errors import (
-    ConflictError, InvalidRequestError, MayaError, RateLimitError, ServiceUnavailableError, StorageCapacityError,
+    ConflictError, EventLimitError, EventTooLarge, InvalidRequestError, JobCleanupError, JobTimeoutError, MayaError,
+    RateLimitError, ServiceUnavailableError, StorageCapacityError,
 )
 from ..events import PipelineEvent
 from .assembler import ResponseAssembler
-from .event_log import EventLog, EventTooLarge
+from .event_log import EventLog
 from .settings import ResponsesSettings
 from .stored_turn import StoredTurn
 
@@ -47,18 +48,6 @@ ACTIVE = ("queued", "in_progress")
 CANCEL_WAIT_S = 5.0
 
 log = logging.getLogger("maya.jobs")
-
-
-class JobTimeoutError(MayaError):
-    code = "job_timeout"
-
-
-class EventLimitError(MayaError):
-    code = "event_too_large"
-
-
-class JobCleanupError(RuntimeError):
-    """Shutdown could not confirm that every job released the engine."""
 
 
 @dataclass(eq=False)

@@ -13,18 +13,12 @@ from __future__ import annotations
 
 from typing import AsyncIterator, Callable
 
-from ..errors import MayaError
+from ..errors import StructuredOutputError
 from ..events import Failed, Finished, PipelineEvent, TextDelta, ToolCallFinished, ToolCallStarted
 from .structured import MAX_OUTPUT_BYTES, StructuredValidator
 
 EVENT_OVERHEAD_BYTES = 64
 """Estimated cost of holding one event object, beyond its text."""
-
-
-class StructuredOutputError(MayaError):
-    status = 500
-    type = "server_error"
-    code = "invalid_structured_output"
 
 
 class PublishGate:

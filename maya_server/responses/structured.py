@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import orjson
 
+from ..errors import StructuredOutputRejected
 from .request_tools import FunctionTool
 from .text_format import JsonObjectFormat, JsonSchemaFormat, OutputFormat
 
@@ -44,10 +45,6 @@ class StructuredResult:
     reason: str | None = None
 
 
-class _Failure(Exception):
-    """Why the output cannot be published; raised from anywhere inside the check, even mid-traversal."""
-
-
 class _Budget:
     def __init__(self, clock: Clock, seconds: float, cancelled: Callable[[], bool] | None) -> None:
         self._clock = clock
@@ -57,9 +54,9 @@ class _Budget:
 
     def check(self) -> None:
         if self._cancelled is not None and self._cancelled():
-            raise _Failure("structured-output validation was cancelled")
+            raise StructuredOutputRejected("structured-output validation was cancelled")
         if self._clock() > self._deadline:
-            raise _Failure(f"structured-output validation exceeded its {self._seconds:g}-second budget")
+            raise StructuredOutputRejected(f"structured-output validation exceeded its {self._seconds:g}-second budget")
 
 
 _BUDGET: contextvars.ContextVar[_Budget] = contextvars.ContextVar("structured_validation_budget")
@@ -108,7 +105,7 @@ class StructuredValidator:
         token = _BUDGET.set(_Budget(self._clock, self._budget_s, cancelled))
         try:
             return StructuredResult(True, value=self._check(text))
-        except _Failure as failure:
+        except StructuredOutputRejected as failure:
             return StructuredResult(False, reason=str(failure)[:_REASON_CHARS])
         finally:
             _BUDGET.reset(token)
@@ -116,10 +113,10 @@ class StructuredValidator:
     def _check(self, text: str | bytes) -> dict:
         data = text.encode() if isinstance(text, str) and len(text) <= self._max_bytes else text
         if len(data) > self._max_bytes:
-            raise _Failure(f"the output exceeds the {self._max_bytes}-byte structured-output buffer")
+            raise StructuredOutputRejected(f"the output exceeds the {self._max_bytes}-byte structured-output buffer")
         value = _parse(data)
         if not isinstance(value, dict):
-            raise _Failure(f"the output must be a JSON object, not {_json_type(value)}")
+            raise StructuredOutputRejected(f"the output must be a JSON object, not {_json_type(value)}")
         _BUDGET.get().check()
         _measure(value, self._max_nodes, self._max_depth)
         if self._validator is not None:
@@ -133,8 +130,8 @@ def _parse(data: str | bytes) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         if "depth" in str(exc) or "recursion" in str(exc):
-            raise _Failure(f"the output is nested more than {MAX_INSTANCE_DEPTH} levels deep") from None
-        raise _Failure(f"the output is not valid JSON: {exc}") from None
+            raise StructuredOutputRejected(f"the output is nested more than {MAX_INSTANCE_DEPTH} levels deep") from None
+        raise StructuredOutputRejected(f"the output is not valid JSON: {exc}") from None
 
 
 def _json_type(value: Any) -> str:
@@ -163,10 +160,10 @@ def _measure(value: Any, max_nodes: int, max_depth: int) -> None:
         else:
             continue
         if depth > max_depth:
-            raise _Failure(f"the output is nested more than {max_depth} levels deep")
+            raise StructuredOutputRejected(f"the output is nested more than {max_depth} levels deep")
         stack.extend((child, depth + 1) for child in children)
         if nodes + len(stack) > max_nodes:
-            raise _Failure(f"the output has more than {max_nodes} JSON values")
+            raise StructuredOutputRejected(f"the output has more than {max_nodes} JSON values")
 
 
 def _check_against_schema(validator: Any, instance: dict) -> None:
@@ -174,7 +171,7 @@ def _check_against_schema(validator: Any, instance: dict) -> None:
 
     error = best_match(validator.iter_errors(instance))
     if error is not None:
-        raise _Failure(f"the output does not match the schema at '{error.json_path}': {error.message}")
+        raise StructuredOutputRejected(f"the output does not match the schema at '{error.json_path}': {error.message}")
 
 
 @functools.cache

@@ -7,7 +7,8 @@ import asyncio
 import orjson
 import pytest
 
-from maya_server.responses.event_log import EventLog, EventTooLarge
+from maya_server.errors import EventTooLarge
+from maya_server.responses.event_log import EventLog
 
 
 def event(n: int, size: int = 10) -> dict:

@@ -6,10 +6,11 @@ import asyncio
 
 import pytest
 
+from maya_server.errors import JobCleanupError
 from maya_server.events import Finished, TextDelta, Usage
 from maya_server.responses.assembler import ResponseAssembler
 from maya_server.responses.event_log import EventLog
-from maya_server.responses.jobs import Job, JobCleanupError, JobManager
+from maya_server.responses.jobs import Job, JobManager
 from maya_server.responses.request import parse_responses_request
 from maya_server.responses.settings import ResponsesSettings
 

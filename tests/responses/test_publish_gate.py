@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from maya_server.errors import EngineError
+from maya_server.errors import EngineError, StructuredOutputError
 from maya_server.events import (
     Failed, Finished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
 )
-from maya_server.responses.publish_gate import PublishGate, StructuredOutputError, gated
+from maya_server.responses.publish_gate import PublishGate, gated
 from maya_server.responses.structured import StructuredValidator
 
 USAGE = Usage(prompt_tokens=7, cached_tokens=0, completion_tokens=5, reasoning_tokens=0)
