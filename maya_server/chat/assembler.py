@@ -16,13 +16,17 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..events import (
-    Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallStarted, Usage,
+    Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
+    ToolCallStarted, Usage,
 )
 from ..mcp.events import McpRoundLimitReached, McpToolCall, McpToolResult
 
 
 @dataclass
 class _ToolCallState:
+    """A call's arguments: the streamed deltas while it runs, the whole text once `ToolCallFinished`
+    gives it (the one source of a finished call's arguments, as in the Responses assembler)."""
+
     call_id: str
     name: str
     arguments: list[str] = field(default_factory=list)
@@ -62,6 +66,9 @@ class ChatAssembler:
         if isinstance(event, ToolCallArgumentsDelta):
             self._calls[event.index].arguments.append(event.text)
             return [self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]})]
+        if isinstance(event, ToolCallFinished):
+            self._calls[event.index].arguments = [event.arguments]
+            return []
         if isinstance(event, PromptProgress):
             return [{**self._chunk({}), "prompt_progress": event.body()}]
         if isinstance(event, (McpToolCall, McpToolResult, McpRoundLimitReached)):

@@ -11,6 +11,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
+from ..conversation import ReasoningEffort
 from ..errors import InvalidRequestError
 from ..validation import validate_model
 
@@ -126,7 +127,7 @@ class ChatRequest(_Strict):
     tools: list[ToolDefinition] | None = None
     tool_choice: Union[Literal["auto", "none", "required"], NamedToolChoiceBody, None] = None
     parallel_tool_calls: StrictBool | None = None
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_effort: ReasoningEffort | None = None
     presence_penalty: Number | None = Field(default=None, ge=-2, le=2)
     frequency_penalty: Number | None = Field(default=None, ge=-2, le=2)
     logprobs: Literal[False] | None = None

@@ -8,11 +8,10 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..events import Failed
+from ..drain import answer_json, stream_frames
+from ..events import Failed, PipelineEvent
 from ..generation import GenerationService
 from ..http.body import BodyLimits, off_loop, read_json
-from ..errors import ClientGone
-from ..http.disconnect import until_disconnected
 from ..http.errors import error_response
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
@@ -56,33 +55,26 @@ def chat_router(
             return EventStreamResponse(_stream(events, assembler), on_close=admission.release,
                                        farewell=lambda: encode_event(shutdown_error().body()),
                                        keepalive=keepalive_s if gate.active else None)
-        try:
-            await until_disconnected(request, _drain(events, assembler))
-        except ClientGone:
-            return Response(status_code=499)  # nobody is listening; the engine (or MCP call) was stopped
-        finally:
-            admission.release()
-        if assembler.failure is not None:
-            return error_response(assembler.failure.error)
-        return Response(orjson.dumps(assembler.completion()), media_type="application/json")
+        # a client gone is a 499: the drain is cancelled, which stops the engine (or the MCP call)
+        return await answer_json(request, events, assembler.on_event, on_close=admission.release,
+                                 answer=lambda: _answer(assembler))
 
     return router
 
 
-async def _drain(events: AsyncIterator, assembler: ChatAssembler) -> None:
-    async for event in events:
-        assembler.on_event(event)
+def _answer(assembler: ChatAssembler) -> Response:
+    if assembler.failure is not None:
+        return error_response(assembler.failure.error)
+    return Response(orjson.dumps(assembler.completion()), media_type="application/json")
 
 
-async def _stream(events: AsyncIterator, assembler: ChatAssembler) -> AsyncIterator[bytes]:
-    try:
-        yield encode_event(assembler.opening_chunk())
-        async for event in events:
-            for chunk in assembler.on_event(event):
-                yield encode_event(chunk)
-            if isinstance(event, Failed):
-                yield encode_event(event.error.body())
-                return
-        yield encode_event("[DONE]")
-    finally:
-        await events.aclose()  # stops the engine, however the stream ended
+def _stream(events: AsyncIterator[PipelineEvent], assembler: ChatAssembler) -> AsyncIterator[bytes]:
+    """The chunks, each as a `data:` line; a failure ends the stream with its error object, a success
+    with `[DONE]`."""
+
+    def frames(event: PipelineEvent) -> list[bytes]:
+        chunks = [encode_event(chunk) for chunk in assembler.on_event(event)]
+        return chunks + [encode_event(event.error.body())] if isinstance(event, Failed) else chunks
+
+    return stream_frames(events, frames, opening=lambda: [encode_event(assembler.opening_chunk())],
+                         closing=lambda: [] if assembler.failure is not None else [encode_event("[DONE]")])

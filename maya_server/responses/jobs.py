@@ -26,7 +26,7 @@ import time
 from collections import Counter, OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Awaitable, Callable, Iterator
+from typing import AsyncIterator, Callable, Iterator
 
 import orjson
 
@@ -34,6 +34,7 @@ from ..errors import (
     ConflictError, EventLimitError, EventTooLarge, InvalidRequestError, JobCleanupError, JobTimeoutError, MayaError,
     RateLimitError, ServiceUnavailableError, StorageCapacityError,
 )
+from ..drain import drain
 from ..events import PipelineEvent
 from .assembler import ResponseAssembler
 from .event_log import EventLog
@@ -267,12 +268,9 @@ class JobManager:
             self._finish(job, "cancelled", job.assembler.cancelled())
 
     async def _generate(self, job: Job) -> None:
-        events = job.generate()
-        try:
-            async for event in events:
-                self._publish(job, job.assembler.on_event(event))
-        finally:
-            await _finish_cleanup(events.aclose())  # the engine releases its slot before the job ends
+        # closed fully even when the job is cancelled meanwhile: the pipeline's cleanup (its admission
+        # released, its generation cancelled) is over before the job is reported finished
+        await drain(job.generate(), lambda event: self._publish(job, job.assembler.on_event(event)), close_fully=True)
 
     def _fail_after_events(self, job: Job, failure: MayaError) -> None:
         """An event was too large to keep: the job fails, and a copy stored on completion goes."""
@@ -346,19 +344,6 @@ class JobManager:
             "limits": {"records": self.settings.job_entries, "workers": self.settings.job_workers,
                        "owner_active": self.settings.job_owner_entries, "readers": self.settings.stream_readers},
         }
-
-
-async def _finish_cleanup(cleanup: Awaitable[None]) -> None:
-    """Await `cleanup` to the end even if cancelled meanwhile: a job is never reported finished
-    while the engine still holds its generation. A cancel that arrives here lands too late to
-    change the outcome and is absorbed."""
-    closing = asyncio.ensure_future(cleanup)
-    while not closing.done():
-        try:
-            await asyncio.shield(closing)
-        except asyncio.CancelledError:
-            continue
-    closing.result()
 
 
 def _timeout_error(settings: ResponsesSettings) -> JobTimeoutError:

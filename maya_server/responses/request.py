@@ -35,7 +35,7 @@ ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 class ReasoningConfig(Wire):
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    effort: ReasoningEffort | None = None
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None
     context: Literal["auto", "current_turn", "all_turns"] | None = None

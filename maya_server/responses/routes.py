@@ -15,12 +15,12 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..errors import ClientGone, InvalidRequestError, MayaError
 from ..conversation import Conversation, has_images
+from ..drain import answer_json, stream_frames
+from ..errors import InvalidRequestError, MayaError
 from ..events import Failed, PipelineEvent, Usage
 from ..generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..http.body import BodyLimits, off_loop, read_json
-from ..http.disconnect import until_disconnected
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
@@ -73,13 +73,9 @@ def responses_router(
             return EventStreamResponse(_stream(assembler, events), on_close=release,
                                        farewell=lambda: _encoded(assembler.interrupted(shutdown_error())),
                                        keepalive=keepalive_s if gate.active else None)
-        try:
-            await until_disconnected(request, _drain(assembler, events))
-        except ClientGone:
-            return Response(status_code=499)  # nobody is listening; the engine was stopped
-        finally:
-            release()
-        return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
+        # a client gone is a 499: the drain is cancelled, which stops the engine
+        snapshot = lambda: Response(orjson.dumps(assembler.snapshot()), media_type="application/json")  # noqa: E731
+        return await answer_json(request, events, assembler.on_event, on_close=release, answer=snapshot)
 
     @router.post("/v1/responses/compact")
     async def compact_response() -> Response:
@@ -113,21 +109,15 @@ async def _in_worker(service: GenerationService, conversation: Conversation, set
         yield event
 
 
-async def _drain(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> None:
-    async for event in events:
-        assembler.on_event(event)
-
-
 def _encoded(events: list[dict]) -> bytes:
-    return b"".join(encode_event(event, event["type"]) for event in events)
+    return b"".join(_frames(events))
 
 
-async def _stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> AsyncIterator[bytes]:
-    try:
-        for event in assembler.opening():
-            yield encode_event(event, event["type"])
-        async for pipeline_event in events:
-            for event in assembler.on_event(pipeline_event):
-                yield encode_event(event, event["type"])
-    finally:
-        await events.aclose()
+def _frames(events: list[dict]) -> list[bytes]:
+    """Each Responses event as an SSE frame named by its type."""
+    return [encode_event(event, event["type"]) for event in events]
+
+
+def _stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> AsyncIterator[bytes]:
+    return stream_frames(events, lambda event: _frames(assembler.on_event(event)),
+                         opening=lambda: _frames(assembler.opening()), closing=list)

@@ -108,6 +108,15 @@ def test_a_completion_with_only_calls_has_null_content_and_one_with_nothing_has_
     assert "strata_mcp" not in empty.completion()
 
 
+def test_a_finished_calls_arguments_are_the_whole_text_its_finish_carries():
+    assembler = ChatAssembler("m")
+    chunks = stream(assembler, [ToolCallStarted(0, "call_a", "f"), ToolCallArgumentsDelta(0, '{"a": 1'),
+                                ToolCallFinished(0, '{"a": 1}'), Finished("tool_calls", USAGE)])
+    assert len(chunks) == 3  # the finish itself sends no chunk
+    [tool_call] = assembler.completion()["choices"][0]["message"]["tool_calls"]
+    assert tool_call["function"]["arguments"] == '{"a": 1}'
+
+
 def test_a_call_cut_off_by_the_output_limit_keeps_the_arguments_its_deltas_streamed():
     assembler = ChatAssembler("m")
     stream(assembler, [ToolCallStarted(0, "call_a", "f"), ToolCallArgumentsDelta(0, '{"ci'), Finished("length", USAGE)])
