@@ -4,7 +4,9 @@ The assembler owns the response being built. Every event it returns is a
 complete wire event (`type`, `sequence_number`, fields) and the same state
 gives the final object (`snapshot()`), so the SSE stream, the JSON answer and
 (later) the stored copy can never disagree. Sequence numbers are assigned
-here and nowhere else, from 0.
+here and nowhere else, from 0: even the one event of a background response
+that its own stream does not make (a reader's "you fell behind" error, written
+by `event_log.py`) takes its number from `reserve_sequence`.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from ..http.sse import encode_event
 
 
 class EventLog:
-    def __init__(self, max_count: int, max_bytes: int, reserve_sequence: Callable[[], int] | None = None) -> None:
-        """`reserve_sequence` takes the task's next sequence number for an event only one reader sees;
-        without it the log's next number is used (its owner then numbers later events past it)."""
+    def __init__(self, max_count: int, max_bytes: int, reserve_sequence: Callable[[], int]) -> None:
+        """`reserve_sequence` takes the task's next sequence number (from its assembler, which numbers
+        every event) for an event only one reader sees; the log never numbers an event itself."""
         self.max_count = max_count
         self.max_bytes = max_bytes
         self._reserve_sequence = reserve_sequence
@@ -60,7 +60,7 @@ class EventLog:
 
     def _reserve(self) -> int:
         """A sequence number no retained or future event has, held by an empty placeholder frame."""
-        sequence = self._reserve_sequence() if self._reserve_sequence is not None else self.last + 1
+        sequence = self._reserve_sequence()
         self._add(sequence, b"")
         return sequence
 

@@ -8,8 +8,9 @@ its history pinned and its prompt prepared; `JOB_WORKERS` worker tasks take
 jobs in order and run them through the same pipeline as a foreground
 request, so the engine FIFO still decides who generates. A worker owns the
 job's generation and its cleanup: cancelling or timing out a running job
-cancels its generation task, awaits the engine's release, and only then
-publishes the terminal state. Readers come and go without touching the job.
+cancels its generation task, awaits the pipeline's close (its engine slot
+released, its generation cancelled), and only then publishes the terminal
+state. Readers come and go without touching the job.
 
 Bounds: `JOB_ENTRIES` records (finished ones are evicted, oldest first, to
 admit new jobs; active ones never are), `JOB_OWNER_ENTRIES` active jobs per

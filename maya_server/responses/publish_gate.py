@@ -7,11 +7,15 @@ a 4 MiB estimated budget) until the generation finishes, then either releases
 them all followed by the finish, or replaces them with one `Failed` carrying
 the consumed usage. An output-limited generation releases nothing: an
 incomplete result with no unvalidated content. No retries are attempted.
+
+Validation runs inside `feed`, in one step of the event loop, so no cancel can
+land while it runs; each validation is bounded by the validator's own time
+budget instead.
 """
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator
 
 from ..errors import StructuredOutputError
 from ..events import Failed, Finished, PipelineEvent, TextDelta, ToolCallFinished, ToolCallStarted
@@ -28,12 +32,10 @@ class PublishGate:
         tool_validators: dict[str, StructuredValidator],
         *,
         budget_bytes: int = MAX_OUTPUT_BYTES,
-        cancelled: Callable[[], bool] | None = None,
     ) -> None:
         self._text = text_validator
         self._tools = tool_validators
         self._budget = budget_bytes
-        self._cancelled = cancelled
         self._held: list[PipelineEvent] = []
         self._held_bytes = 0
         self._call_names: dict[int, str] = {}
@@ -77,14 +79,14 @@ class PublishGate:
     def _first_violation(self) -> str | None:
         if self._text is not None:
             text = "".join(e.text for e in self._held if isinstance(e, TextDelta))
-            verdict = self._text.validate(text, cancelled=self._cancelled)
+            verdict = self._text.validate(text)
             if not verdict.ok:
                 return f"the output is not valid for text.format: {verdict.reason}"
         for event in self._held:
             if isinstance(event, ToolCallFinished):
                 name = self._call_names.get(event.index, "")
                 validator = self._tools.get(name)
-                verdict = validator.validate(event.arguments, cancelled=self._cancelled) if validator else None
+                verdict = validator.validate(event.arguments) if validator else None
                 if verdict is not None and not verdict.ok:
                     return f"the arguments of the strict function {name!r} are invalid: {verdict.reason}"
         return None

@@ -5,8 +5,11 @@ it only when the completed result is valid. `StructuredValidator` is that
 check: a bounded JSON parse (4 MiB), instance limits (65,536 values, 32 nesting
 levels), then Draft 2020-12 validation with `jsonschema` under a one-second
 budget that is checked inside the traversal itself, so a pathological
-instance cannot hold a worker. Its verdict is a value, never an exception:
-the assembler turns a failure into `response.failed`.
+instance cannot hold the event loop. Its verdict is a value, never an
+exception: the publish gate (`publish_gate.py`) replaces a held output whose
+verdict is not ok with one `Failed` (`StructuredOutputError`), which each
+API's assembler reports as its failure (Responses: `response.failed`; Chat
+Completions: an error response or stream error event).
 
 `jsonschema` is imported only when a schema is validated: plain text and
 `json_object` requests never load it.
@@ -101,7 +104,8 @@ class StructuredValidator:
         return cls(tool.parameters, **options) if tool.strict else None
 
     def validate(self, text: str | bytes, *, cancelled: Callable[[], bool] | None = None) -> StructuredResult:
-        """`cancelled` is polled with the clock, so a cancelled request stops validating promptly."""
+        """`cancelled` is polled with the clock, for a caller that can be cancelled while validating
+        (the publish gate passes none: it validates within one event-loop step)."""
         token = _BUDGET.set(_Budget(self._clock, self._budget_s, cancelled))
         try:
             return StructuredResult(True, value=self._check(text))

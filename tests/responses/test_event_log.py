@@ -15,30 +15,36 @@ def event(n: int, size: int = 10) -> dict:
     return {"type": "response.output_text.delta", "sequence_number": n, "delta": "x" * size}
 
 
+def numbered_log(max_count: int, max_bytes: int) -> EventLog:
+    """A log whose owner numbers a reserved event right after the last one, as its assembler would."""
+    log = EventLog(max_count, max_bytes, reserve_sequence=lambda: log.last + 1)
+    return log
+
+
 def decode(frame: bytes) -> dict:
     return orjson.loads(frame.split(b"data: ", 1)[1])
 
 
 def test_count_and_byte_bounds_drop_the_oldest():
-    log = EventLog(max_count=3, max_bytes=10_000)
+    log = numbered_log(3, 10_000)
     for n in range(5):
         log.append(event(n))
     assert (log.first_retained, log.last) == (2, 4)
-    small = EventLog(max_count=100, max_bytes=300)
+    small = numbered_log(100, 300)
     for n in range(10):
         small.append(event(n, 50))
     assert small.bytes <= 300 and small.last == 9 and small.first_retained > 0
 
 
 def test_a_single_event_over_the_byte_limit_is_refused():
-    log = EventLog(max_count=10, max_bytes=200)
+    log = numbered_log(10, 200)
     with pytest.raises(EventTooLarge):
         log.append(event(0, 500))
     assert log.last == -1 and log.bytes == 0
 
 
 def test_cursor_checks():
-    log = EventLog(max_count=3, max_bytes=10_000)
+    log = numbered_log(3, 10_000)
     for n in range(5):
         log.append(event(n))
     assert log.check_cursor(5) == "future"
@@ -48,7 +54,7 @@ def test_cursor_checks():
 
 def test_a_reader_replays_then_follows_until_closed():
     async def scenario():
-        log = EventLog(max_count=100, max_bytes=100_000)
+        log = numbered_log(100, 100_000)
         log.append(event(0))
         received = []
 
@@ -70,7 +76,7 @@ def test_a_reader_replays_then_follows_until_closed():
 
 def test_a_reader_overtaken_while_connected_gets_a_terminal_error_not_a_gap():
     async def scenario():
-        log = EventLog(max_count=4, max_bytes=100_000)
+        log = numbered_log(4, 100_000)
         for n in range(3):
             log.append(event(n))
         frames = log.follow(-1)
@@ -122,7 +128,7 @@ def test_the_overtaken_error_takes_a_number_from_the_tasks_numbering_that_other_
 
 def test_a_reader_at_the_end_of_a_closed_log_stops_at_once():
     async def scenario():
-        log = EventLog(max_count=10, max_bytes=10_000)
+        log = numbered_log(10, 10_000)
         log.append(event(0))
         log.close()
         return [frame async for frame in log.follow(0)]

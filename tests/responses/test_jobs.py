@@ -28,7 +28,7 @@ class Turn:
 def make_job(generate) -> Job:
     request = parse_responses_request({"model": "m", "input": "hi", "store": True, "background": True})
     assembler = ResponseAssembler(request, model="m")
-    return Job(assembler.id, "owner", assembler, EventLog(100, 100_000), generate, Turn(), b"[]")
+    return Job(assembler.id, "owner", assembler, EventLog(100, 100_000, assembler.reserve_sequence), generate, Turn(), b"[]")
 
 
 def endless(cleanup_seconds: float, log: list):
