@@ -240,7 +240,7 @@ class _RunState:
     generation: Generation
     parser: StreamParser
     stops: StopStringMatcher
-    policy: ToolPolicy
+    policy: "ToolPolicy"
     reasoning_tokens: int = 0
 
     def usage(self) -> Usage:
