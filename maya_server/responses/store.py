@@ -38,7 +38,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
@@ -253,7 +253,7 @@ class ResponseStore:
                 "limits": {"entries": s.cache_entries, "bytes": s.cache_bytes, "ttl_s": s.cache_ttl_s,
                            "entry_bytes": s.entry_bytes, "owner_entries": s.owner_entries,
                            "owner_bytes": s.owner_bytes, "assembly_bytes": s.assembly_bytes},
-                **{name: getattr(c, name) for name in c.__dataclass_fields__},
+                **asdict(c),
             }
 
     def owner_usage(self, owner: str) -> tuple[int, int]:
