@@ -35,11 +35,11 @@ def start_job(
     *,
     stream: bool,
 ) -> Response:
-    """Admit the job (429/503/413 refuse it, releasing the turn) and answer its creation."""
+    """Admit the job (429/503/413 refuse it; the caller's `with` then releases the turn) and answer its
+    creation. Once admitted, the job holds the turn: `JobManager._finish` releases it."""
     settings = jobs.settings
     reading = ExitStack()
     with ExitStack() as undo:
-        undo.callback(turn.release)
         history = dumps_kept(turn.input_history())
         size = len(history) + len(orjson.dumps(assembler.snapshot()))
         if size > settings.job_input_bytes:
@@ -53,7 +53,8 @@ def start_job(
             reading.enter_context(jobs.reader(turn.owner))
             undo.callback(reading.close)
         jobs.admit(job)
-        undo.pop_all()  # the job owns the turn now
+        turn.hand_over()
+        undo.pop_all()
     if not stream:
         return Response(orjson.dumps(job.snapshot()), media_type="application/json")
     return _reader(jobs, job, -1, reading)

@@ -61,6 +61,7 @@ class Job:
     generate: Callable[[], AsyncIterator[PipelineEvent]]
     """Starts the job's pipeline (engine slot, generation, parser, gate)."""
     turn: StoredTurn
+    """Handed over to the job at admission (`start_job`); `JobManager._finish` releases it."""
     history: bytes
     """The job's input history as a JSON array, to continue it after the store evicts its copy."""
     state: str = "queued"

@@ -43,21 +43,21 @@ def responses_router(
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
         body, large = await read_json(request, limits, parse_responses_request)
-        turn = StoredTurn(store, request.state.owner, body, jobs.find)
+        with StoredTurn(store, request.state.owner, body, jobs.find) as turn:
+            return await respond(request, body, large, turn)
+
+    async def respond(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
+        """Leaving this releases the turn (the caller's `with`) unless the stream or job it returns took it."""
         settings = to_settings(body)
-        try:
-            conversation = to_conversation(body, prior=turn.prior)
-            prepared = None  # a background job with images: its worker loads them and prepares
-            if not (body.background and has_images(conversation)):
-                conversation = await service.load_images(conversation)
-                prepared = await off_loop(large, lambda: service.prepare(conversation, settings,
-                                                                         context_param="input"))
-            # a full queue is a 429 here, before any byte of a stream; an admitted background job
-            # takes its place when a worker starts it, and waits however full the queue is
-            admission = None if body.background else service.admit()
-        except BaseException:
-            turn.release()
-            raise
+        conversation = to_conversation(body, prior=turn.prior)
+        prepared = None  # a background job with images: its worker loads them and prepares
+        if not (body.background and has_images(conversation)):
+            conversation = await service.load_images(conversation)
+            prepared = await off_loop(large, lambda: service.prepare(conversation, settings,
+                                                                     context_param="input"))
+        # a full queue is a 429 here, before any byte of a stream; an admitted background job
+        # takes its place when a worker starts it, and waits however full the queue is
+        admission = None if body.background else service.admit()
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
         gate = _gate(body)
         if admission is None:
@@ -70,12 +70,14 @@ def responses_router(
             turn.release()
 
         if body.stream:
+            turn.hand_over()  # to the stream: its on_close releases the turn, however the stream ends
             return EventStreamResponse(_stream(assembler, events), on_close=release,
                                        farewell=lambda: _encoded(assembler.interrupted(shutdown_error())),
                                        keepalive=keepalive_s if gate.active else None)
-        # a client gone is a 499: the drain is cancelled, which stops the engine
+        # a client gone is a 499: the drain is cancelled, which stops the engine; the caller's `with` then
+        # releases the turn
         snapshot = lambda: Response(orjson.dumps(assembler.snapshot()), media_type="application/json")  # noqa: E731
-        return await answer_json(request, events, assembler.on_event, on_close=release, answer=snapshot)
+        return await answer_json(request, events, assembler.on_event, on_close=admission.release, answer=snapshot)
 
     @router.post("/v1/responses/compact")
     async def compact_response() -> Response:

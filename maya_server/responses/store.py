@@ -11,6 +11,10 @@ continuation never walks its ancestors:
                (id, status, times, usage) and a shared "envelope" block (the
                request-derived fields, usually identical turn after turn)
 
+What those bytes are, and how a response is split into them and put back
+together, is `store_packing`'s; this module keeps them: sharing, refcounts,
+limits, TTL and LRU.
+
 Continuing response k appends the new turn's blocks to k's lineage when k is
 its tip, so a 500-turn chain holds ~1000 slots, not ~250,000; continuing from
 an older response (a branch) copies the slice's references into a new lineage,
@@ -34,63 +38,15 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
 
-import orjson
-
 from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
-from ..kept_json import dumps_kept
 from .settings import ResponsesSettings
+from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
 REFERENCE_BYTES = 8
 """What one lineage slot (a reference to a block) counts for."""
-
-ENTRY_KEYS = ("id", "created_at", "status", "completed_at", "error", "incomplete_details", "usage",
-              "previous_response_id")
-"""Fields of a response object kept in an entry's own JSON (an array of their values, in this
-order); the rest but `output` is the envelope, shared by the owner's responses that agree on it."""
-
-USAGE_LAYOUT = (("input_tokens",), ("input_tokens_details", "cached_tokens"),
-                ("input_tokens_details", "cache_write_tokens"), ("output_tokens",),
-                ("output_tokens_details", "reasoning_tokens"), ("total_tokens",))
-"""A response's usage, always of this shape, is kept as the array of these values."""
-
-
-def pack_own(response: dict) -> bytes:
-    """An entry's own JSON: ENTRY_KEYS' values as an array, usage as the array of its numbers."""
-    values = [response.get(k) for k in ENTRY_KEYS]
-    usage = response.get("usage")
-    if usage is not None and _usage_of(_usage_values(usage)) == usage:
-        values[ENTRY_KEYS.index("usage")] = _usage_values(usage)
-    return dumps_kept(values)
-
-
-def unpack_own(data: bytes) -> dict:
-    fields = dict(zip(ENTRY_KEYS, orjson.loads(data)))
-    if isinstance(fields["usage"], list):
-        fields["usage"] = _usage_of(fields["usage"])
-    return fields
-
-
-def _usage_values(usage: dict) -> list:
-    values = []
-    for path in USAGE_LAYOUT:
-        value = usage
-        for key in path:
-            value = value.get(key) if isinstance(value, dict) else None
-        values.append(value)
-    return values
-
-
-def _usage_of(values: list) -> dict:
-    usage: dict = {}
-    for (first, *rest), value in zip(USAGE_LAYOUT, values):
-        if rest:
-            usage.setdefault(first, {})[rest[0]] = value
-        else:
-            usage[first] = value
-    return usage
 
 
 @dataclass(eq=False)
@@ -158,7 +114,7 @@ class Continuation:
         return self.lineage.offsets[self.end]
 
     def items(self) -> list[dict]:
-        return [orjson.loads(block.data) for block in self.blocks]
+        return [unpack_item(block.data) for block in self.blocks]
 
     def release(self) -> None:
         if not self.released:
@@ -218,7 +174,7 @@ class ResponseStore:
             own, envelope = entry.own, entry.envelope.data
             outputs = entry.lineage.blocks[entry.input_end : entry.output_end]
         with self.assembling(entry.response_bytes):
-            return {**unpack_own(own), **orjson.loads(envelope), "output": [orjson.loads(b.data) for b in outputs]}
+            return unpack_response(own, envelope, (block.data for block in outputs))
 
     def input_blocks(self, owner: str, response_id: str) -> list[Block]:
         """The blocks of a response's input history, oldest first (immutable; decode outside the lock)."""
@@ -250,9 +206,9 @@ class ResponseStore:
         """Store a finished response: `new_items` are this turn's input items (with ids), appended
         to `base`'s history; `response["output"]` its output items. Raises StorageCapacityError."""
         started = time.perf_counter()
-        blocks = [Block(dumps_kept(item), item["id"]) for item in (*new_items, *response["output"])]
+        blocks = [Block(pack_item(item), item["id"]) for item in (*new_items, *response["output"])]
         own = pack_own(response)
-        envelope = dumps_kept({k: v for k, v in response.items() if k not in ENTRY_KEYS and k != "output"})
+        envelope = pack_envelope(response)
         history = base.history_bytes if base else 0
         expanded = history + sum(b.size for b in blocks) + len(own) + len(envelope)
         self.check_fits(expanded)
@@ -297,7 +253,7 @@ class ResponseStore:
                 "limits": {"entries": s.cache_entries, "bytes": s.cache_bytes, "ttl_s": s.cache_ttl_s,
                            "entry_bytes": s.entry_bytes, "owner_entries": s.owner_entries,
                            "owner_bytes": s.owner_bytes, "assembly_bytes": s.assembly_bytes},
-                **{name: getattr(c, name) for name in c.__dataclass_fields__},
+                **asdict(c),
             }
 
     def owner_usage(self, owner: str) -> tuple[int, int]:

@@ -7,6 +7,17 @@ budget a 503, a duplicate item id a 400, and a `store:true` turn whose
 snapshot could never fit a 413. The continued history stays pinned until
 `release()`, so deleting an ancestor mid-generation loses nothing.
 
+Exactly one holder releases a turn, once. The request handler opens it in a
+`with` block, and leaving the block releases it: a refusal before
+generation, a JSON answer drained or abandoned (499). When something must
+outlive the handler, the handler passes the turn to it with `hand_over()`
+as the last step before returning it, and from then on only that holder
+releases: the SSE response (its `on_close`, however the stream ends: done,
+client gone, shutdown) or the admitted background job (`JobManager._finish`,
+however the job ends: done, cancelled, timed out, failed). A failure while
+opening releases what was pinned before it propagates. `release()` is
+idempotent, and a turn can be handed over only once.
+
 The history comes from the response store, or, when the store has evicted a
 background response whose job record is still retained, from that record;
 its items are then stored again with this turn. `save` is the assembler's
@@ -34,6 +45,9 @@ class HistoryRecord(Protocol):
 
 
 class StoredTurn:
+    """The continued history, this turn's stored items and the save; see the module docstring for
+    who releases it."""
+
     def __init__(
         self,
         store: ResponseStore,
@@ -51,6 +65,7 @@ class StoredTurn:
         """History taken from a job record, stored again with this turn."""
         self.new_items: list[dict] = []
         self.prior: tuple[InputItem, ...] = ()
+        self.handed_over = False
         if request.previous_response_id is not None:
             self._open_base(request.previous_response_id, find_record)
         try:
@@ -89,7 +104,21 @@ class StoredTurn:
         """Store the finished response (called only when the request asked for `store:true`)."""
         self.store.put(self.owner, snapshot, self.new_items, self.base)
 
+    def __enter__(self) -> StoredTurn:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if not self.handed_over:
+            self.release()
+
+    def hand_over(self) -> None:
+        """Make the holder that outlives the `with` block (the stream, the job) the one that releases."""
+        if self.handed_over:
+            raise RuntimeError("a stored turn has one holder: it was already handed over")
+        self.handed_over = True
+
     def release(self) -> None:
+        """Unpin the continued history (idempotent). Only the turn's one holder calls it."""
         if self.base is not None:
             self.base.release()
         self.history = []
