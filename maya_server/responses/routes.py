@@ -64,13 +64,13 @@ def responses_router(
             generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
             return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
         events = gated(service.run(prepared, admission), gate)
-
-        def release() -> None:
-            admission.release()
-            turn.release()
-
         if body.stream:
             turn.hand_over()  # to the stream: its on_close releases the turn, however the stream ends
+
+            def release() -> None:
+                admission.release()
+                turn.release()
+
             return EventStreamResponse(_stream(assembler, events), on_close=release,
                                        farewell=lambda: _encoded(assembler.interrupted(shutdown_error())),
                                        keepalive=keepalive_s if gate.active else None)

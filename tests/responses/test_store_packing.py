@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from maya_server.events import TextDelta
-from maya_server.generation import Finished, Usage
+from maya_server.events import Finished, Usage
 from maya_server.responses.assembler import ResponseAssembler
 from maya_server.responses.request import parse_responses_request
 from maya_server.responses.store_packing import (
