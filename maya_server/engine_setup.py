@@ -30,7 +30,8 @@ def create_engine(config: ServerConfig) -> Engine:
         if config.script is None:
             raise ConfigError("script", "--engine scripted needs --script FILE (a JSON list of completions)")
         try:
-            return ScriptedEngine.from_file(config.script, context_size=config.ctx or DEFAULT_CTX, delay=config.script_delay)
+            return ScriptedEngine.from_file(config.script, context_size=config.ctx or DEFAULT_CTX,
+                                            delay=config.script_delay)
         except ValueError as exc:
             raise ConfigError("script", str(exc)) from None
     if config.engine == "upstream":

@@ -127,7 +127,8 @@ StreamItem = Union[GeneratedToken, PromptProgress, Counts, Finish]
 
 
 class Engine(ABC):
-    """An engine: a tokenizer, a context size, a slot count and `generate`."""
+    """An engine: a tokenizer, a context size, a slot count and its own `_stream`; `generate`, the same for
+    every engine, is what the pipeline calls."""
 
     name: str
     context_size: int

@@ -117,7 +117,8 @@ class UpstreamEngine(Engine):
         try:
             tokenizer = HfTokenizer.from_model_dir(options.tokenizer_dir)
         except Exception as exc:  # tokenizers raises its own exception types for a malformed file
-            raise ConfigError("tokenizer", f"cannot load {Path(options.tokenizer_dir) / 'tokenizer.json'}: {exc}") from None
+            where = Path(options.tokenizer_dir) / "tokenizer.json"
+            raise ConfigError("tokenizer", f"cannot load {where}: {exc}") from None
         timeout = httpx.Timeout(options.connect_timeout, read=options.read_timeout)
         headers = {"Authorization": f"Bearer {options.key}"} if options.key else {}
         with httpx.Client(base_url=options.url, timeout=timeout, headers=headers) as client:
