@@ -154,14 +154,16 @@ class Engine(ABC):
         items = self._stream(generation)
         try:
             async for item in items:
-                if isinstance(item, Counts):
+                if isinstance(item, GeneratedToken):
+                    if not engine_counts:
+                        stats.generated_tokens += 1
+                    yield item
+                elif isinstance(item, Counts):
                     engine_counts = _keep_counts(stats, item) or engine_counts
                 elif isinstance(item, Finish):
                     stats.finish_reason = item.reason
                 else:
-                    if isinstance(item, GeneratedToken) and not engine_counts:
-                        stats.generated_tokens += 1
-                    yield item
+                    yield item  # PromptProgress
         except EngineError:
             stats.finish_reason = "error"
             raise
