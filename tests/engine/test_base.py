@@ -12,6 +12,7 @@ import ast
 import asyncio
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -27,22 +28,22 @@ from maya_server.errors import EngineError
 ENGINE_PACKAGE = Path(maya_server.__file__).parent / "engine"
 
 
+@dataclass
 class Tiny(Engine):
     """Yields `texts` as tokens after reporting its prompt counts, then ends as told."""
 
+    texts: list[str]
+    finish: str | None = "stop"
+    fail_after: int | None = None
+    cached: int = 0
+    own_count: int | None = None
+    progress: bool = False
+    closed: bool = False
     name = "tiny"
     context_size = 64
 
-    def __init__(self, texts: list[str], *, finish: str | None = "stop", fail_after: int | None = None,
-                 cached: int = 0, own_count: int | None = None, progress: bool = False) -> None:
+    def __post_init__(self) -> None:
         self.tokenizer = ScriptTokenizer()
-        self.texts = texts
-        self.finish = finish
-        self.fail_after = fail_after
-        self.cached = cached
-        self.own_count = own_count
-        self.progress = progress
-        self.closed = False
 
     async def _stream(self, generation):
         try:
