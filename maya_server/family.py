@@ -16,8 +16,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .config import ConfigError, ServerConfig
+from .errors import ConfigError
+
+if TYPE_CHECKING:  # the engines read templates here and must not import the CLI's config
+    from .config import ServerConfig
 
 _MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("glm", ("[gMASK]", "<|observation|>")),

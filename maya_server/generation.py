@@ -24,7 +24,7 @@ from typing import AsyncIterator
 
 from .conversation import Conversation, ImagePart
 from .dialects.base import Dialect, StreamParser
-from .engine.base import Engine, Generation, GenerationStats, SamplingParams
+from .engine.base import Engine, Generation, SamplingParams
 from .engine.fifo import Admission, EngineQueue
 from .errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
 from .images import ImageLimits, ImageLoader
@@ -159,7 +159,7 @@ class GenerationService:
         finally:
             admission.release()
             generation.cancel()  # no-op when finished; stops the engine when our reader left
-            self._count(generation.stats)
+            self._count(state)
 
     async def _generate(self, state: "_RunState") -> AsyncIterator[PipelineEvent]:
         started = time.perf_counter()
@@ -199,7 +199,7 @@ class GenerationService:
         if synthesized is not None and not synthesized.ended:
             yield synthesized.end()  # a turn that produced no token still finished its prompt
         if state.stops.matched or state.policy.done:
-            state.generation.stats.finish_reason = "stop"  # we ended the turn, not the client
+            state.ended_by_pipeline = True  # we ended the turn, not the client
         for event in self._finish(state):
             yield event
 
@@ -228,11 +228,12 @@ class GenerationService:
             events.append(Finished("stop", state.usage()))
         return events
 
-    def _count(self, stats: GenerationStats) -> None:
+    def _count(self, state: "_RunState") -> None:
+        stats = state.generation.stats
         self.metrics.prompt_tokens.inc(stats.prompt_tokens)
         self.metrics.cached_tokens.inc(stats.cached_tokens)
         self.metrics.generated_tokens.inc(stats.generated_tokens)
-        self.metrics.generations.labels(stats.finish_reason or "cancelled").inc()
+        self.metrics.generations.labels(state.finish_reason).inc()
 
 
 @dataclass
@@ -242,6 +243,14 @@ class _RunState:
     stops: StopStringMatcher
     policy: "ToolPolicy"
     reasoning_tokens: int = 0
+    ended_by_pipeline: bool = False
+    """The pipeline ended the turn (a stop string, the tool policy) and closed the engine, whose own record
+    then says `cancelled`: the turn's outcome is `stop`."""
+
+    @property
+    def finish_reason(self) -> str:
+        """The turn's outcome for the `generations` metric: ours when we ended it, else the engine's."""
+        return "stop" if self.ended_by_pipeline else self.generation.stats.finish_reason or "cancelled"
 
     def usage(self) -> Usage:
         stats = self.generation.stats

@@ -11,6 +11,7 @@ import httpx
 from maya_server.config import ServerConfig, default_model_path
 from maya_server.engine.llama_server import BASE_URL
 from maya_server.engine.llamacpp import LlamaCppEngine
+from maya_server.engine_setup import create_engine
 from maya_server.family import resolve_family
 
 from .server import RunningServer
@@ -28,7 +29,7 @@ def embedded_config(**overrides) -> ServerConfig:
 def embedded_server(**overrides) -> Iterator[RunningServer]:
     """A Maya on the embedded engine, family resolved as the CLI does; server and child stopped after."""
     config = embedded_config(**overrides)
-    engine = LlamaCppEngine.start(config)
+    engine = create_engine(config)
     try:
         server = RunningServer(resolve_family(config, engine.template_family), engine)
         try:

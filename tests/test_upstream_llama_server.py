@@ -15,7 +15,7 @@ import pytest
 
 from maya_server.config import ServerConfig, default_model_path
 from maya_server.dialects import get_dialect
-from maya_server.engine.upstream import UpstreamEngine
+from maya_server.engine_setup import create_engine
 from maya_server.conversation import Conversation, Message, TextPart
 from maya_server.hf_tokenizer import HfTokenizer
 
@@ -57,7 +57,7 @@ def upstream_config(url: str, tokenizer_dir: str, **overrides) -> ServerConfig:
 
 def start_maya(url: str, tokenizer_dir: str, **overrides) -> RunningServer:
     config = upstream_config(url, tokenizer_dir, **overrides)
-    return RunningServer(config, UpstreamEngine.connect(config))
+    return RunningServer(config, create_engine(config))
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_a_model_directorys_own_template_names_the_family(llama, tokenizer_dir, 
     (directory / "tokenizer.json").write_text((Path(tokenizer_dir) / "tokenizer.json").read_text())
     (directory / "tokenizer_config.json").write_text(
         json.dumps({"chat_template": "[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"}))
-    engine = UpstreamEngine.connect(upstream_config(llama.url, str(directory)))
+    engine = create_engine(upstream_config(llama.url, str(directory)))
     assert engine.template_family == "glm"   # tokenizer_config.json wins over the upstream's /props
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from maya_server.config import default_model_path
-from maya_server.engine.upstream import UpstreamEngine
+from maya_server.engine_setup import create_engine
 
 from .gguf_model_dir import write_model_dir
 from .llama_server import LlamaServer
@@ -30,7 +30,7 @@ def maya(tmp_path_factory):
     llama = LlamaServer(model, ctx=8192, parallel=1, threads=2, extra_args=("-b", str(BATCH), "-ub", str(BATCH)),
                         log_path=tmp_path_factory.mktemp("logs") / "llama-server.log")
     config = upstream_config(llama.url, tokenizer_dir, upstream_read_timeout=300.0)  # one batch on a busy machine
-    server = RunningServer(config, UpstreamEngine.connect(config))
+    server = RunningServer(config, create_engine(config))
     yield server
     server.stop()
     llama.stop()

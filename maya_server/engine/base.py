@@ -10,6 +10,13 @@ An engine knows nothing of chat formats or HTTP. Example::
 `generation.cancel()` may be called from anywhere (another task, another
 thread); the engine stops within one token and finishes with `cancelled`.
 Failures are raised as `EngineError`, never as a lower-layer exception.
+
+An engine implements `_stream`: it yields its tokens (and `PromptProgress`),
+says what it knows of the counts with `Counts`, and ends with `Finish` when it
+ended the sequence itself. `generate` keeps `generation.stats` from that, the
+one place they are written: a token yielded is a token generated (unless the
+engine gives its own count), a stream left early is `cancelled`, an
+`EngineError` escaping it is `error`.
 """
 
 from __future__ import annotations
@@ -19,10 +26,16 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Literal, Sequence, Union
 
+from ..errors import EngineError
 from ..events import PromptProgress
 from ..tokenizer import Tokenizer
 
-FinishReason = Literal["stop", "length", "cancelled", "error"]
+EngineFinishReason = Literal["stop", "length"]
+"""How an engine ends a sequence itself (`Finish`); `cancelled` and `error` are `Engine.generate`'s."""
+FinishReason = Literal[EngineFinishReason, "cancelled", "error"]
+DEFAULT_CTX = 4096
+"""The context when none is configured and the engine knows none: the scripted engine's, a model file without
+its training context, an upstream that reports none."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,9 @@ class GeneratedToken:
 
 @dataclass
 class GenerationStats:
+    """A sequence's counts and finish reason, kept by `Engine.generate` alone and read by the pipeline
+    (while it streams, for the first token's time and a failure's usage; once it ends, for usage and metrics)."""
+
     prompt_tokens: int = 0
     cached_tokens: int = 0
     generated_tokens: int = 0
@@ -86,11 +102,33 @@ def reusable_prefix_length(previous: Sequence[int], prompt: Sequence[int]) -> in
     return n
 
 
+@dataclass(frozen=True)
+class Counts:
+    """What an engine has learnt of its counts, yielded by `_stream` whenever it learns it; None leaves a count
+    as it was. Never reaches the pipeline: `generate` keeps it in `generation.stats`."""
+
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    """Prompt tokens reused from the engine's cache (not evaluated again)."""
+    generated_tokens: int | None = None
+    """The engine's own count (an upstream's usage): once given, it replaces the count of yielded tokens."""
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The engine ended the sequence itself: an end-of-generation or stop token (`stop`), `max_tokens`
+    (`length`). The last thing `_stream` yields; a stream that ends without it was cancelled."""
+
+    reason: EngineFinishReason
+
+
 EngineOutput = Union[GeneratedToken, PromptProgress]
+StreamItem = Union[GeneratedToken, PromptProgress, Counts, Finish]
 
 
 class Engine(ABC):
-    """An engine: a tokenizer, a context size, a slot count and `generate`."""
+    """An engine: a tokenizer, a context size, a slot count and its own `_stream`; `generate`, the same for
+    every engine, is what the pipeline calls."""
 
     name: str
     context_size: int
@@ -108,9 +146,36 @@ class Engine(ABC):
     image_tokens: int = 0
     """Context positions one image takes (measured at start-up), for the context check before generation."""
 
+    async def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
+        """Stream the tokens of `generation` (and its `PromptProgress`), keeping `generation.stats` as they pass.
+        Closing this iterator closes the engine's stream at once (an upstream request, a scripted replay)."""
+        stats = generation.stats
+        engine_counts = False
+        items = self._stream(generation)
+        try:
+            async for item in items:
+                if isinstance(item, GeneratedToken):
+                    if not engine_counts:
+                        stats.generated_tokens += 1
+                    yield item
+                elif isinstance(item, Counts):
+                    engine_counts = _keep_counts(stats, item) or engine_counts
+                elif isinstance(item, Finish):
+                    stats.finish_reason = item.reason
+                else:
+                    yield item  # PromptProgress
+        except EngineError:
+            stats.finish_reason = "error"
+            raise
+        finally:
+            await items.aclose()
+            if stats.finish_reason is None:
+                stats.finish_reason = "cancelled"
+
     @abstractmethod
-    def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
-        """Stream the tokens of `generation`, filling `generation.stats` as it goes."""
+    def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
+        """The engine's own stream: tokens, `PromptProgress` when asked, `Counts` when it learns them, and a
+        final `Finish`; it stops (returns without `Finish`) once `generation.cancelled`."""
 
     def token_id(self, text: str) -> int | None:
         """The id of a single special token, or None when the vocabulary has no such token."""
@@ -134,3 +199,15 @@ class Engine(ABC):
     def shutdown(self) -> None:
         """Stop what the engine runs outside the event loop (the embedded engine's child process);
         called once the server is done, also after a failed start."""
+
+
+def _keep_counts(stats: GenerationStats, counts: Counts) -> bool:
+    """Keep what `counts` says in `stats`; True when it gave the engine's own count of generated tokens."""
+    if counts.prompt_tokens is not None:
+        stats.prompt_tokens = counts.prompt_tokens
+    if counts.cached_tokens is not None:
+        stats.cached_tokens = counts.cached_tokens
+    if counts.generated_tokens is None:
+        return False
+    stats.generated_tokens = counts.generated_tokens
+    return True

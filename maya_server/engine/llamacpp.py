@@ -22,20 +22,20 @@ way is a `ConfigError` (the CLI exits 2) and leaves no child behind.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..config import DEFAULT_CTX, ConfigError, ServerConfig
-from ..errors import UpstreamError
+from ..errors import ConfigError, EngineStartError, UpstreamError
 from ..family import family_from_template
 from ..gguf_metadata import read_gguf_metadata, training_context
 from ..gguf_tokenizer import UnsupportedVocabulary, gguf_tokenizer
 from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
-from ..errors import EngineStartError
+from .base import DEFAULT_CTX
 from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary
 from .upstream import UpstreamEngine
@@ -49,6 +49,24 @@ TOKENIZER_PROBES = (
     "[gMASK]<sop><|user|>\ncode: def f(x):\n    return x ** 2  # ok<|assistant|><think></think>",
 )
 """Texts our tokenizer must split exactly as llama-server does (special-token parsing on and off)."""
+
+
+@dataclass(frozen=True)
+class EmbeddedOptions:
+    """What `LlamaCppEngine.start` needs to run llama-server on a model file; `engine_setup` fills it from the
+    settings."""
+
+    model: str
+    slots: int
+    ctx: int | None = None
+    """Context per slot, instead of the model's training context (else `DEFAULT_CTX`)."""
+    threads: int = 0
+    gpu_layers: int | None = None
+    cache_ram_mib: int = 2048
+    mmproj: str | None = None
+    tokenizer_dir: str | None = None
+    """A model directory whose `tokenizer.json` replaces the tokenizer built from the GGUF's vocabulary."""
+    read_timeout: float = 600.0
 
 
 class LlamaCppEngine(UpstreamEngine):
@@ -66,19 +84,21 @@ class LlamaCppEngine(UpstreamEngine):
                                    "(config key mmproj, MAYA_MMPROJ), the model's mmproj GGUF")
 
     @classmethod
-    def start(cls, config: ServerConfig) -> "LlamaCppEngine":
-        if config.mmproj is not None and not Path(config.mmproj).is_file():
-            raise ConfigError("mmproj", f"no such file: {config.mmproj}")
-        metadata = _metadata(config.model)
-        tokenizer = _tokenizer(config, metadata)
-        ctx = config.ctx or training_context(metadata) or DEFAULT_CTX
+    def start(cls, options: EmbeddedOptions) -> "LlamaCppEngine":
+        """Start the child and check it; any failure is a one-line `ConfigError` naming the setting (`model`,
+        `mmproj`, `tokenizer`, `engine`) that failed, and leaves no child behind."""
+        if options.mmproj is not None and not Path(options.mmproj).is_file():
+            raise ConfigError("mmproj", f"no such file: {options.mmproj}")
+        metadata = _metadata(options.model)
+        tokenizer = _tokenizer(options.tokenizer_dir, metadata)
+        ctx = options.ctx or training_context(metadata) or DEFAULT_CTX
         process = LlamaServerProcess(LlamaServerOptions(
-            binary=_binary(), model=config.model, slots=config.slots, ctx=ctx, threads=config.threads,
-            gpu_layers=config.gpu_layers, cache_ram_mib=config.cache_ram_mib, mmproj=config.mmproj,
+            binary=_binary(), model=options.model, slots=options.slots, ctx=ctx, threads=options.threads,
+            gpu_layers=options.gpu_layers, cache_ram_mib=options.cache_ram_mib, mmproj=options.mmproj,
         ))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
-                 Path(config.model).name, config.slots, ctx,
-                 "--ctx" if config.ctx else "the model's training context", config.cache_ram_mib)
+                 Path(options.model).name, options.slots, ctx,
+                 "--ctx" if options.ctx else "the model's training context", options.cache_ram_mib)
         try:
             process.start()
             with httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(),
@@ -86,7 +106,7 @@ class LlamaCppEngine(UpstreamEngine):
                 info = probe_upstream(client)
                 check_tokenizer(tokenizer, client)
                 image_tokens = measure_image_tokens(client, info.media_marker) if info.vision else 0
-            engine = cls(process, tokenizer, info, read_timeout=config.upstream_read_timeout)
+            engine = cls(process, tokenizer, info, read_timeout=options.read_timeout)
             engine.image_tokens = image_tokens
             return engine
         except EngineStartError as exc:
@@ -140,9 +160,9 @@ def _metadata(model: str) -> dict:
         raise ConfigError("model", str(exc)) from None
 
 
-def _tokenizer(config: ServerConfig, metadata: dict) -> Tokenizer:
-    if config.tokenizer is not None:
-        return HfTokenizer.from_model_dir(config.tokenizer)
+def _tokenizer(tokenizer_dir: str | None, metadata: dict) -> Tokenizer:
+    if tokenizer_dir is not None:
+        return HfTokenizer.from_model_dir(tokenizer_dir)
     try:
         return gguf_tokenizer(metadata)
     except UnsupportedVocabulary as exc:

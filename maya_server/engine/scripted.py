@@ -25,7 +25,9 @@ from typing import AsyncIterator, Sequence
 import orjson
 
 from ..errors import EngineError
-from .base import Engine, GeneratedToken, Generation, reusable_prefix_length
+from .base import (
+    Counts, Engine, Finish, GeneratedToken, Generation, SamplingParams, StreamItem, reusable_prefix_length,
+)
 
 # Special-looking tags (<|user|>, </think>, <｜Assistant｜>, [gMASK]) stay one token;
 # other text splits into words with their leading space, at most 8 characters each.
@@ -146,33 +148,40 @@ class ScriptedEngine(Engine):
     def _next_entry(self) -> ScriptEntry:
         return self.entries.pop(0) if len(self.entries) > 1 else self.entries[0]
 
-    async def generate(self, generation: Generation) -> AsyncIterator[GeneratedToken]:
+    async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
         entry = self._next_entry()
         self.calls += 1
         self.prompts.append(array("I", generation.prompt_ids))
         self.params.append(generation.params)
-        stats = generation.stats
-        stats.prompt_tokens = len(generation.prompt_ids)
-        stats.cached_tokens = reusable_prefix_length(self._last_ids, generation.prompt_ids)
+        cached = reusable_prefix_length(self._last_ids, generation.prompt_ids)
         self._last_ids = list(generation.prompt_ids)
+        yield Counts(prompt_tokens=len(generation.prompt_ids), cached_tokens=cached)
+        ended = False
         try:
-            for index, token_id in enumerate(self.tokenizer.encode(entry.text, special=True)):
+            for generated, token_id in enumerate(self.tokenizer.encode(entry.text, special=True)):
                 if generation.cancelled:
                     return
-                if entry.fail_after is not None and index >= entry.fail_after:
-                    stats.finish_reason = "error"
+                if entry.fail_after is not None and generated >= entry.fail_after:
+                    ended = True
                     raise EngineError("the scripted engine failed as its script asked")
-                if token_id in generation.params.stop_token_ids:
-                    stats.finish_reason = "stop"
-                    return
-                if stats.generated_tokens >= generation.params.max_tokens:
-                    stats.finish_reason = "length"
+                finish = _finish_before(token_id, generated, generation.params)
+                if finish is not None:
+                    ended = True
+                    yield finish
                     return
                 await asyncio.sleep(self.delay)
-                stats.generated_tokens += 1
                 yield GeneratedToken(token_id, self.tokenizer.decode([token_id]))
-            stats.finish_reason = "stop"
+            ended = True
+            yield Finish("stop")
         finally:
-            if stats.finish_reason is None:
-                stats.finish_reason = "cancelled"
+            if not ended:
                 self.cancelled += 1
+
+
+def _finish_before(token_id: int, generated: int, params: SamplingParams) -> Finish | None:
+    """How the sequence ends before `token_id`, the next token after `generated` ones: a stop id, `max_tokens`."""
+    if token_id in params.stop_token_ids:
+        return Finish("stop")
+    if generated >= params.max_tokens:
+        return Finish("length")
+    return None

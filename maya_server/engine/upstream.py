@@ -29,19 +29,18 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import AsyncIterator, Iterator
 
 import httpx
 import orjson
 
-from ..config import DEFAULT_CTX, ConfigError, ServerConfig
+from ..errors import ConfigError, EngineError, UpstreamError, UpstreamRejected, UpstreamUnavailable
 from ..family import family_from_template, template_from_model_dir
-from ..errors import EngineError, UpstreamError, UpstreamRejected, UpstreamUnavailable
 from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
-from .base import Engine, EngineOutput, Generation
+from .base import DEFAULT_CTX, Counts, Engine, Finish, Generation, StreamItem
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
 from .upstream_stream import TokenStream
@@ -57,6 +56,24 @@ DEFAULT_SLOTS = 8
 ERROR_BODY_LIMIT = 65536
 EVENT_LINE_LIMIT = 4 * 1024 * 1024
 """One streamed event may not exceed this: a runaway upstream cannot fill our memory line by line."""
+
+
+@dataclass(frozen=True)
+class UpstreamOptions:
+    """What `UpstreamEngine.connect` needs to meet an upstream; `engine_setup` fills it from the settings."""
+
+    url: str
+    tokenizer_dir: str
+    """The model directory with its `tokenizer.json` (and chat template)."""
+    key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    """The model name sent in requests, instead of the one the upstream reports."""
+    slots: int | None = None
+    """Sequences at once, instead of the upstream's own `total_slots` (else `DEFAULT_SLOTS`)."""
+    context_size: int | None = None
+    """The context, instead of the upstream's own (else `DEFAULT_CTX`)."""
+    connect_timeout: float = 5.0
+    read_timeout: float = 600.0
 
 
 class UpstreamEngine(Engine):
@@ -94,23 +111,25 @@ class UpstreamEngine(Engine):
             "use llama-server with --mmproj (embedded: Maya's --mmproj FILE)")
 
     @classmethod
-    def connect(cls, config: ServerConfig) -> "UpstreamEngine":
-        """Load the tokenizer and meet the upstream; any failure is a one-line `ConfigError`."""
+    def connect(cls, options: UpstreamOptions) -> "UpstreamEngine":
+        """Load the tokenizer and meet the upstream; any failure is a one-line `ConfigError` naming the setting
+        (`tokenizer`, `upstream_url`) whose value failed."""
         try:
-            tokenizer = HfTokenizer.from_model_dir(config.tokenizer)
+            tokenizer = HfTokenizer.from_model_dir(options.tokenizer_dir)
         except Exception as exc:  # tokenizers raises its own exception types for a malformed file
-            raise ConfigError("tokenizer", f"cannot load {Path(config.tokenizer) / 'tokenizer.json'}: {exc}") from None
-        timeout = httpx.Timeout(config.upstream_connect_timeout, read=config.upstream_read_timeout)
-        headers = {"Authorization": f"Bearer {config.upstream_key}"} if config.upstream_key else {}
-        with httpx.Client(base_url=config.upstream_url, timeout=timeout, headers=headers) as client:
+            where = Path(options.tokenizer_dir) / "tokenizer.json"
+            raise ConfigError("tokenizer", f"cannot load {where}: {exc}") from None
+        timeout = httpx.Timeout(options.connect_timeout, read=options.read_timeout)
+        headers = {"Authorization": f"Bearer {options.key}"} if options.key else {}
+        with httpx.Client(base_url=options.url, timeout=timeout, headers=headers) as client:
             try:
                 info = probe_upstream(client)
             except UpstreamError as exc:
                 raise ConfigError(
-                    "upstream_url", f"{exc.message} at {public_url(config.upstream_url)}; is it running and ready?"
+                    "upstream_url", f"{exc.message} at {public_url(options.url)}; is it running and ready?"
                 ) from None
-            if config.upstream_model is not None:
-                info = replace(info, model=config.upstream_model)
+            if options.model is not None:
+                info = replace(info, model=options.model)
             image_tokens = 0
             if info.vision and info.kind == "llama-server":
                 try:
@@ -118,16 +137,16 @@ class UpstreamEngine(Engine):
                 except UpstreamError as exc:
                     raise ConfigError("upstream_url", f"the upstream's image probe failed: {exc.message}") from None
         engine = cls(
-            config.upstream_url, tokenizer, info,
-            slots=config.upstream_slots or info.slots or DEFAULT_SLOTS,
-            context_size=config.ctx or info.context_size or DEFAULT_CTX,
-            key=config.upstream_key,
-            connect_timeout=config.upstream_connect_timeout,
-            read_timeout=config.upstream_read_timeout,
+            options.url, tokenizer, info,
+            slots=options.slots or info.slots or DEFAULT_SLOTS,
+            context_size=options.context_size or info.context_size or DEFAULT_CTX,
+            key=options.key,
+            connect_timeout=options.connect_timeout,
+            read_timeout=options.read_timeout,
         )
         engine.image_tokens = image_tokens
         engine.health.checked(True)
-        engine.template_family = family_from_template(template_from_model_dir(config.tokenizer) or info.chat_template)
+        engine.template_family = family_from_template(template_from_model_dir(options.tokenizer_dir) or info.chat_template)
         log.info("upstream %s (%s) at %s: %d slots, context %d",
                  info.model, info.kind, engine.health.url, engine.slots, engine.context_size)
         return engine
@@ -152,15 +171,14 @@ class UpstreamEngine(Engine):
                                              transport=transport)
         return self._client
 
-    async def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
-        stats = generation.stats
-        stats.prompt_tokens = len(generation.prompt_ids) + len(generation.images) * self.image_tokens
+    async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
+        yield Counts(prompt_tokens=len(generation.prompt_ids) + len(generation.images) * self.image_tokens)
         if not generation.prompt_ids:
             raise EngineError("the prompt is empty")
         if generation.images and not self.accepts_images:
             raise EngineError(f"images reached an engine that cannot take them: {self.images_refusal}")
         stop_ids = generation.params.stop_token_ids
-        stream = TokenStream(self.tokenizer, stop_ids, stats, generation.params.max_tokens)
+        stream = TokenStream(self.tokenizer, stop_ids, generation.params.max_tokens)
         prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
                                     generation.image_positions, self.info.media_marker or "")
                   if generation.images else generation.prompt_ids)
@@ -185,36 +203,35 @@ class UpstreamEngine(Engine):
                         if chunk is None:
                             break
                         if chunk.prompt_tokens is not None and generation.images:
-                            stats.prompt_tokens = chunk.prompt_tokens  # the engine's count of the image tokens
+                            yield Counts(prompt_tokens=chunk.prompt_tokens)  # the engine's count of the image tokens
                         if chunk.prompt_progress is not None:
                             yield chunk.prompt_progress
                             continue
-                        for token in stream.feed(chunk):
+                        tokens = stream.feed(chunk)
+                        yield stream.counts()
+                        for token in tokens:
                             yield token
                         if stream.ended_by_us or generation.cancelled or (
                                 parse is parse_native_event and chunk.finish_reason is not None):
                             break
             if generation.cancelled and stream.finish_reason is None:
                 return
-            stats.finish_reason = stream.finish()
+            reason = stream.finish()
             outcome = "ok"
+            yield stream.counts()  # a text-only stream's count is the upstream's own, known only now
+            yield Finish(reason)
         except UpstreamRejected:
             outcome = "rejected"
-            stats.finish_reason = "error"
             raise
         except UpstreamError as exc:
             outcome, failure = "failed", exc.message
-            stats.finish_reason = "error"
             log.warning("upstream request failed: %s", exc.message)
             raise
         except Exception as exc:  # anything else is mapped here too, at the boundary
             outcome, failure = "failed", type(exc).__name__
-            stats.finish_reason = "error"
             log.error("upstream stream handling failed: %s", type(exc).__name__)
             raise UpstreamError("the upstream engine's stream could not be handled") from exc
         finally:
-            if stats.finish_reason is None:
-                stats.finish_reason = "cancelled"
             self.health.record(outcome, failure)
 
     async def close(self) -> None:

@@ -1,4 +1,4 @@
-"""Upstream chunks → `GeneratedToken`s: decode ids, stop on turn-ending ids, keep the counts.
+"""Upstream chunks → `GeneratedToken`s: decode ids, stop on turn-ending ids, count them.
 
 Pure (no I/O), so the rules are testable without an upstream:
 
@@ -9,6 +9,10 @@ Pure (no I/O), so the rules are testable without an upstream:
   hold back partial ones), cut before any stop token's text; the upstream's
   final `completion_tokens` replaces the chunk count.
 - `cached_tokens` comes from the upstream's usage or llama-server's timings.
+
+The counts are the engine's own (`counts()`, for `Engine.generate`): the ids
+taken, not the pieces yielded (a character held back at the end comes as one
+more piece of the last id).
 
 After we end the turn, a couple more events are read for the upstream's own
 finish and usage; if the upstream goes on generating, `ended_by_us` tells the
@@ -22,7 +26,7 @@ from typing import AbstractSet
 
 from ..errors import UpstreamError
 from ..tokenizer import Tokenizer
-from .base import FinishReason, GeneratedToken, GenerationStats
+from .base import Counts, EngineFinishReason, GeneratedToken
 from .detokenizer import IncrementalDetokenizer
 from .upstream_wire import UpstreamChunk
 
@@ -34,13 +38,14 @@ the end-of-generation token, then its finish with the usage); an upstream still 
 
 
 class TokenStream:
-    def __init__(self, tokenizer: Tokenizer, stop_ids: AbstractSet[int], stats: GenerationStats, max_tokens: int) -> None:
+    def __init__(self, tokenizer: Tokenizer, stop_ids: AbstractSet[int], max_tokens: int) -> None:
         self._stop_ids = stop_ids
         self._stop_texts = tuple(t for t in (tokenizer.decode([i]) for i in sorted(stop_ids)) if t)
-        self._stats = stats
         self._max_tokens = max_tokens
+        self.generated_tokens = 0
+        self.cached_tokens: int | None = None
         self._detokenizer = IncrementalDetokenizer(tokenizer)
-        self._ours: FinishReason | None = None
+        self._ours: EngineFinishReason | None = None
         self._upstream: str | None = None
         self._upstream_count: int | None = None
         self._last_id = UNKNOWN_ID
@@ -58,7 +63,7 @@ class TokenStream:
 
     def feed(self, chunk: UpstreamChunk) -> list[GeneratedToken]:
         if chunk.cached_tokens is not None:
-            self._stats.cached_tokens = chunk.cached_tokens
+            self.cached_tokens = chunk.cached_tokens
         if chunk.completion_tokens is not None:
             self._upstream_count = chunk.completion_tokens
         tokens: list[GeneratedToken] = []
@@ -74,10 +79,14 @@ class TokenStream:
                 tokens.append(GeneratedToken(self._last_id, tail))
         return tokens
 
-    def finish(self) -> FinishReason:
+    def counts(self) -> Counts:
+        """The counts so far: ids taken (text chunks until `finish` gives the upstream's count), cached prompt."""
+        return Counts(cached_tokens=self.cached_tokens, generated_tokens=self.generated_tokens)
+
+    def finish(self) -> EngineFinishReason:
         """The finish reason once the stream is over; an upstream that stopped without one broke off."""
         if self.text_only and self._upstream_count is not None:
-            self._stats.generated_tokens = self._upstream_count
+            self.generated_tokens = self._upstream_count
         if self._ours is not None:
             return self._ours
         if self._upstream is None:
@@ -90,10 +99,10 @@ class TokenStream:
             if token_id in self._stop_ids:
                 self._ours = "stop"
                 break
-            if self._stats.generated_tokens >= self._max_tokens:
+            if self.generated_tokens >= self._max_tokens:
                 self._ours = "length"
                 break
-            self._stats.generated_tokens += 1
+            self.generated_tokens += 1
             self._last_id = token_id
             tokens.append(GeneratedToken(token_id, self._detokenizer.push(token_id)))
         return tokens
@@ -105,5 +114,5 @@ class TokenStream:
             text, self._ours = text[:cut], "stop"
         if not text:
             return []
-        self._stats.generated_tokens += 1
+        self.generated_tokens += 1
         return [GeneratedToken(UNKNOWN_ID, text)]

@@ -1,0 +1,61 @@
+"""The configured engine: `--engine llamacpp` (llama-server as our child) `| scripted | upstream`.
+
+The one place that reads the settings for an engine: each engine takes plain
+values (`EmbeddedOptions`, `UpstreamOptions`, the scripted engine's file and
+delay), so the engine layer never sees the CLI's config. A start that fails is
+a `ConfigError` naming the setting; the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .config import ServerConfig
+from .engine.base import DEFAULT_CTX, Engine
+from .errors import ConfigError
+
+if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
+    from .engine.llamacpp import EmbeddedOptions
+    from .engine.upstream import UpstreamOptions
+
+
+def create_engine(config: ServerConfig) -> Engine:
+    if config.engine == "llamacpp":
+        from .engine.llamacpp import LlamaCppEngine
+
+        return LlamaCppEngine.start(embedded_options(config))
+    if config.engine == "scripted":
+        from .engine.scripted import ScriptedEngine
+
+        if config.script is None:
+            raise ConfigError("script", "--engine scripted needs --script FILE (a JSON list of completions)")
+        try:
+            return ScriptedEngine.from_file(config.script, context_size=config.ctx or DEFAULT_CTX,
+                                            delay=config.script_delay)
+        except ValueError as exc:
+            raise ConfigError("script", str(exc)) from None
+    if config.engine == "upstream":
+        from .engine.upstream import UpstreamEngine
+
+        return UpstreamEngine.connect(upstream_options(config))
+    raise ConfigError("engine", f"the {config.engine} engine is not available in this build")
+
+
+def embedded_options(config: ServerConfig) -> EmbeddedOptions:
+    from .engine.llamacpp import EmbeddedOptions
+
+    return EmbeddedOptions(
+        model=config.model, slots=config.slots, ctx=config.ctx, threads=config.threads, gpu_layers=config.gpu_layers,
+        cache_ram_mib=config.cache_ram_mib, mmproj=config.mmproj, tokenizer_dir=config.tokenizer,
+        read_timeout=config.upstream_read_timeout,
+    )
+
+
+def upstream_options(config: ServerConfig) -> UpstreamOptions:
+    from .engine.upstream import UpstreamOptions
+
+    return UpstreamOptions(
+        url=config.upstream_url, tokenizer_dir=config.tokenizer, key=config.upstream_key, model=config.upstream_model,
+        slots=config.upstream_slots, context_size=config.ctx, connect_timeout=config.upstream_connect_timeout,
+        read_timeout=config.upstream_read_timeout,
+    )

@@ -1,0 +1,53 @@
+"""The settings → engine mapping: each engine gets its settings as plain values, and refusals name the setting."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+
+import pytest
+
+from maya_server.config import ServerConfig
+from maya_server.engine.base import DEFAULT_CTX
+from maya_server.engine.scripted import ScriptedEngine
+from maya_server.engine_setup import create_engine, embedded_options, upstream_options
+from maya_server.errors import ConfigError
+
+
+def test_the_embedded_engine_gets_every_setting_it_reads():
+    config = ServerConfig(engine="llamacpp", model="/m.gguf", slots=3, ctx=1024, threads=2, gpu_layers=7,
+                          cache_ram_mib=64, mmproj="/p.gguf", tokenizer="/dir", upstream_read_timeout=9.0)
+    options = embedded_options(config)
+    assert (options.model, options.slots, options.ctx, options.threads, options.gpu_layers, options.cache_ram_mib,
+            options.mmproj, options.tokenizer_dir, options.read_timeout) == (
+        "/m.gguf", 3, 1024, 2, 7, 64, "/p.gguf", "/dir", 9.0)
+    assert len(fields(options)) == 9
+
+
+def test_the_upstream_engine_gets_every_setting_it_reads():
+    config = ServerConfig(engine="upstream", upstream_url="http://up:8000", tokenizer="/dir",
+                          upstream_key="secret-key-9", upstream_model="served", upstream_slots=5, ctx=2048,
+                          upstream_connect_timeout=1.5, upstream_read_timeout=30.0)
+    options = upstream_options(config)
+    assert (options.url, options.tokenizer_dir, options.key, options.model, options.slots, options.context_size,
+            options.connect_timeout, options.read_timeout) == (
+        "http://up:8000", "/dir", "secret-key-9", "served", 5, 2048, 1.5, 30.0)
+    assert "secret-key-9" not in repr(options)  # the key never reaches a log line
+    assert len(fields(options)) == 8  # a new option needs its setting mapped in engine_setup (and here)
+
+
+def test_the_scripted_engine_takes_the_script_file_and_the_default_context(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["hi"]))
+    engine = create_engine(ServerConfig(engine="scripted", script=str(script), script_delay=0.5))
+    assert isinstance(engine, ScriptedEngine) and engine.context_size == DEFAULT_CTX and engine.delay == 0.5
+
+
+@pytest.mark.parametrize("config, setting", [
+    (ServerConfig(engine="scripted"), "script"),
+    (ServerConfig(engine="nonesuch"), "engine"),
+])
+def test_a_start_that_cannot_happen_names_the_setting(config, setting):
+    with pytest.raises(ConfigError) as caught:
+        create_engine(config)
+    assert caught.value.name == setting
