@@ -118,7 +118,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
     # Outermost last: metrics see every answer, the guard refuses forged requests before CORS and
     # auth, CORS answers preflights before auth.
-    app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)
+    app.add_middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public)
     app.add_middleware(WebSocketRefusal)
     if config.cors_origins:
         app.add_middleware(

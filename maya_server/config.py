@@ -47,6 +47,8 @@ class ServerConfig:
     ctx: int | None = None
     threads: int = 0
     api_keys: tuple[str, ...] = ()
+    metrics_public: bool = False
+    """Serve /metrics/prometheus without a key even when keys are configured (a scraper that cannot send one)."""
     cors_origins: tuple[str, ...] = ()
     engine: str = "llamacpp"
     script: str | None = None
@@ -223,6 +225,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "ctx": _positive_int,
     "threads": _non_negative_int,
     "api_keys": _text_list,
+    "metrics_public": _flag,
     "cors_origins": _text_list,
     "engine": _choice(ENGINES),
     "script": _text,
