@@ -96,12 +96,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
     app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
-    app.state.config = config
     app.state.drain = drain
     app.state.service = service
     app.state.store = store
     app.state.jobs = jobs
-    app.state.mcp = hub
     install_error_handlers(app)
     limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
     install_openapi(app)

@@ -102,10 +102,10 @@ class ServerConfig:
     mcp_start_timeout: float = 20.0
     """Seconds to start an MCP server (spawn or connect, handshake, tool listing)."""
     mcp_restarts: int = 3
+    """Failed starts in a row an MCP server is allowed before it is given up (its calls then fail with a 503)."""
     mcp_max_calls: int = 16
     """MCP tool calls running at once over all servers; a call that waits `mcp_call_timeout` for room gets a
     `busy` error result."""
-    """Failed starts in a row an MCP server is allowed before it is given up (its calls then fail with a 503)."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
