@@ -65,7 +65,7 @@ class EventStreamResponse(StreamingResponse):
         background: BackgroundTask | None = None,
     ) -> None:
         super().__init__(events, status_code, {**SSE_HEADERS, **(headers or {})}, background=background)
-        self.events = events
+        self.body_iterator: AsyncGenerator[bytes, None] = events  # Starlette's name: whoever replaces it is heard
         self.keepalive = keepalive
         self.on_close = on_close
         self.write_timeout = write_timeout
@@ -79,7 +79,7 @@ class EventStreamResponse(StreamingResponse):
             pass  # the pump was cancelled: its events' finally blocks stopped the engine
         finally:
             try:
-                await self.events.aclose()
+                await self.body_iterator.aclose()
             finally:
                 if self.on_close is not None:
                     self.on_close()
@@ -95,15 +95,17 @@ class EventStreamResponse(StreamingResponse):
                 try:
                     await unless(shutdown.wait(), self._send_events(send), ShuttingDown)
                 except ShuttingDown:
-                    await self.events.aclose()  # the engine stops before the terminal event is written
+                    await self.body_iterator.aclose()  # the engine stops before the terminal event is written
                     await self._write(send, self.farewell())
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (OSError, asyncio.TimeoutError):
             return  # the socket closed under us, or stopped taking data: same as a disconnect
 
     async def _send_events(self, send: Send) -> None:
-        chunks = self.events if self.keepalive is None else with_keepalives(self.events, self.keepalive)
-        async with contextlib.aclosing(chunks):  # a keep-alive wrapper lets go of `events` first
+        chunks = self.body_iterator
+        if self.keepalive is not None:
+            chunks = with_keepalives(chunks, self.keepalive)
+        async with contextlib.aclosing(chunks):  # a keep-alive wrapper lets go of the events first
             async for chunk in chunks:
                 await self._write(send, chunk)
 

@@ -98,6 +98,22 @@ def test_the_headers_sent_are_the_response_objects_own():
     assert client.body == b"data: 1\n\n" and client.ended
 
 
+def test_a_replaced_body_iterator_is_what_is_sent_and_closed():
+    """Starlette's wrappers swap `body_iterator`; the stream must follow the swap."""
+    original, replacement, closed = Events(b"data: old\n\n"), Events(b"data: new\n\n", then_wait=True), closer()
+    response = EventStreamResponse(original(), on_close=lambda: closed.append("x"))
+    response.body_iterator = replacement()
+    client = Client()
+
+    async def leave() -> None:
+        await client.first_body.wait()
+        client.gone.set()
+
+    serve(response, client, during=leave)
+    assert client.body == b"data: new\n\n" and replacement.finished and closed == ["x"]
+    assert not original.started
+
+
 def sse_app(ran: list[str]) -> FastAPI:
     """A route returning an SSE stream with a header and a background task of its own, and two outer
     middlewares: FastAPI's `http` middleware (reads and adds headers) and a raw ASGI one."""
