@@ -96,12 +96,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
     app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
-    app.state.config = config
     app.state.drain = drain
     app.state.service = service
     app.state.store = store
     app.state.jobs = jobs
-    app.state.mcp = hub
     install_error_handlers(app)
     limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
     install_openapi(app)
@@ -118,7 +116,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
     # Outermost last: metrics see every answer, the guard refuses forged requests before CORS and
     # auth, CORS answers preflights before auth.
-    app.add_middleware(ApiKeyMiddleware, keys=config.api_keys)
+    app.add_middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public)
     app.add_middleware(WebSocketRefusal)
     if config.cors_origins:
         app.add_middleware(

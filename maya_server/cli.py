@@ -31,6 +31,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                                  "an upstream engine's own when it reports one)")
     p.add_argument("--threads", help="CPU threads for the embedded engine (default: llama-server's, the physical cores)")
     p.add_argument("--api-key", dest="api_keys", action="append", metavar="KEY", help="accepted API key (repeatable)")
+    p.add_argument("--metrics-public", dest="metrics_public", action="store_const", const=True,
+                   help="serve /metrics/prometheus without a key even when --api-key is set (default: it needs one)")
     p.add_argument("--cors-origin", dest="cors_origins", action="append", metavar="ORIGIN", help="allowed CORS origin, or * (repeatable)")
     p.add_argument("--engine", choices=ENGINES, help="generation engine (default llamacpp)")
     p.add_argument("--script", metavar="FILE", help="scripted engine: JSON list of completions")

@@ -44,6 +44,8 @@ class ServerConfig:
     ctx: int | None = None
     threads: int = 0
     api_keys: tuple[str, ...] = ()
+    metrics_public: bool = False
+    """Serve /metrics/prometheus without a key even when keys are configured (a scraper that cannot send one)."""
     cors_origins: tuple[str, ...] = ()
     engine: str = "llamacpp"
     script: str | None = None
@@ -97,10 +99,10 @@ class ServerConfig:
     mcp_start_timeout: float = 20.0
     """Seconds to start an MCP server (spawn or connect, handshake, tool listing)."""
     mcp_restarts: int = 3
+    """Failed starts in a row an MCP server is allowed before it is given up (its calls then fail with a 503)."""
     mcp_max_calls: int = 16
     """MCP tool calls running at once over all servers; a call that waits `mcp_call_timeout` for room gets a
     `busy` error result."""
-    """Failed starts in a row an MCP server is allowed before it is given up (its calls then fail with a 503)."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -220,6 +222,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "ctx": _positive_int,
     "threads": _non_negative_int,
     "api_keys": _text_list,
+    "metrics_public": _flag,
     "cors_origins": _text_list,
     "engine": _choice(ENGINES),
     "script": _text,

@@ -1,7 +1,9 @@
 """A real MCP server written with the official SDK, for the strata_mcp tests.
 
-    python tests/mcp_tool_server.py                    # stdio
-    python tests/mcp_tool_server.py --http PORT        # Streamable HTTP on 127.0.0.1:PORT/mcp
+    python -P tests/mcp_tool_server.py                 # stdio
+    python -P tests/mcp_tool_server.py --http PORT     # Streamable HTTP on 127.0.0.1:PORT/mcp
+
+(`-P`: without it tests/ is first on sys.path, where tests/http hides the standard library's `http`.)
 
 Tools: `add`, `echo`, `fail` (an error result), `slow` (sleeps; records its start and
 its cancellation as files in $MCP_TEST_MARKERS), `crash` (the process dies), `big`

@@ -20,6 +20,8 @@ from .llama_server import free_port
 from .server import wait_for
 
 TOOL_SERVER = str(Path(__file__).with_name("mcp_tool_server.py"))
+SCRIPT_ONLY = "-P"
+"""Run the server without its folder on sys.path: tests/http would shadow the standard library's `http`."""
 ASK = [{"role": "user", "content": "What is 2 + 3?"}]
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
                                              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
@@ -31,7 +33,7 @@ def call(name: str, **arguments) -> str:
 
 
 def stdio_spec(markers: Path, **env) -> McpServerSpec:
-    return McpServerSpec("tools", command=sys.executable, args=(TOOL_SERVER,),
+    return McpServerSpec("tools", command=sys.executable, args=(SCRIPT_ONLY, TOOL_SERVER),
                          env={"MCP_TEST_MARKERS": str(markers), **env})
 
 
@@ -275,7 +277,7 @@ def test_status_lists_the_servers_and_their_tools_without_commands(mcp_server):
 
 def test_streamable_http_server_on_loopback(start_server, tmp_path):
     port = free_port()
-    process = subprocess.Popen([sys.executable, TOOL_SERVER, "--http", str(port)],
+    process = subprocess.Popen([sys.executable, SCRIPT_ONLY, TOOL_SERVER, "--http", str(port)],
                                env={**os.environ, "MCP_TEST_MARKERS": str(tmp_path)},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -317,7 +319,7 @@ def test_the_loop_speaks_every_dialect_glm_too(start_server, tmp_path):
 
 
 def test_a_tool_name_offered_twice_goes_to_the_first_server(start_server, tmp_path):
-    twin = McpServerSpec("twin", command=sys.executable, args=(TOOL_SERVER,), env={"MCP_TEST_MARKERS": str(tmp_path)})
+    twin = McpServerSpec("twin", command=sys.executable, args=(SCRIPT_ONLY, TOOL_SERVER), env={"MCP_TEST_MARKERS": str(tmp_path)})
     server = start_server([call("add", a=1, b=2), "3."], mcp_servers=(stdio_spec(tmp_path), twin))
     completion = server.client().chat.completions.create(model="m", messages=ASK, extra_body=MCP)
     assert completion.model_extra["strata_mcp"]["calls"][0]["server"] == "tools"

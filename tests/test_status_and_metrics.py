@@ -28,7 +28,7 @@ def test_metrics_count_requests_and_tokens_without_prompt_text_or_keys(start_ser
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": "confidential-prompt"}])
     with server.http() as http:
         http.get("/v1/models")  # a 401 as well
-        text = http.get("/metrics/prometheus").text
+        text = http.get("/metrics/prometheus", headers={"Authorization": "Bearer secret-key-123"}).text
     assert 'maya:http_requests_total{route="/v1/chat/completions",status="200"} 1.0' in text
     assert 'maya:http_requests_total{route="unmatched",status="401"} 1.0' in text
     assert "maya:generated_tokens_total 3.0" in text

@@ -36,11 +36,6 @@ class CallEmitter:
         self._open: int | None = None
         self._arguments: list[str] = []
 
-    @property
-    def is_open(self) -> bool:
-        """Whether a call has started and not yet finished or failed."""
-        return self._open is not None
-
     def start(self, name: str) -> None:
         self._open = self._next_index
         self._next_index += 1

@@ -15,7 +15,7 @@ expects standing instructions, before any turn.
 
 from __future__ import annotations
 
-from ..conversation import Conversation, ImagePart, Message, Part, TextPart, ToolCall, ToolSpec, Turn
+from ..conversation import Conversation, Message, TextPart, ToolCall, ToolSpec, Turn
 from ..json_depth import loads_bounded
 
 
@@ -76,12 +76,3 @@ def call_arguments(call: ToolCall) -> dict:
     except ValueError:
         return {"arguments": call.arguments}
     return value if isinstance(value, dict) else {"arguments": call.arguments}
-
-
-def text_parts(parts: tuple[Part, ...]) -> str:
-    """The text of `parts` with images left out."""
-    return "".join(p.text for p in parts if isinstance(p, TextPart))
-
-
-def has_images(parts: tuple[Part, ...]) -> bool:
-    return any(isinstance(p, ImagePart) for p in parts)

@@ -1,10 +1,12 @@
-"""API-key authentication for every /v1 route, as ASGI middleware.
+"""API-key authentication for every /v1 route and the metrics, as ASGI middleware.
 
 Accepts `Authorization: Bearer <key>` or `x-api-key: <key>`; compares in
 constant time against every configured key. The request's owner scope (a hash
 of the key, never the key) is left in `scope["state"]["owner"]` for stores
 that isolate records per key. Preflight requests never reach here: the CORS
-middleware, outside this one, answers them.
+middleware, outside this one, answers them. `/metrics/prometheus` needs the key
+too (its figures describe the traffic) unless `metrics_public` opens it for a
+scraper; `/health`, `/openapi.json` and `/docs` are always open.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from ..errors import AuthenticationError
 from .errors import error_response
 
 PUBLIC_OWNER = "public"
+API_PREFIX = "/v1"
+METRICS_PREFIX = "/metrics"
 
 
 def owner_of(key: str) -> str:
@@ -25,12 +29,13 @@ def owner_of(key: str) -> str:
 
 
 class ApiKeyMiddleware:
-    def __init__(self, app: ASGIApp, keys: tuple[str, ...]) -> None:
+    def __init__(self, app: ASGIApp, keys: tuple[str, ...], *, metrics_public: bool = False) -> None:
         self.app = app
         self._keys = tuple(k.encode("utf-8") for k in keys)
+        self._protected = (API_PREFIX,) if metrics_public else (API_PREFIX, METRICS_PREFIX)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/v1"):
+        if scope["type"] != "http" or not scope["path"].startswith(self._protected):
             await self.app(scope, receive, send)
             return
         if not self._keys:

@@ -4,8 +4,8 @@ The routes read their bodies themselves (so every error is OpenAI-shaped and nam
 field), which leaves FastAPI nothing to describe them from; this module adds what it
 cannot see: request bodies from the same pydantic models the routes validate with,
 query parameters, and what Maya adds to or refuses from OpenAI's API. Both pages are
-open like `/health` (they describe the API, never its data); the `/v1` routes they
-describe need the key as usual.
+open like `/health` (they describe the API, never its data); the `/v1` routes and the
+metrics they describe need the key as usual.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ DOCS_URL = "/docs"
 
 DESCRIPTION = """OpenAI-compatible Chat Completions and Responses APIs in front of an open-weight model.
 
-With API keys configured, every `/v1` route needs `Authorization: Bearer KEY` or `x-api-key: KEY`.
+With API keys configured, every `/v1` route and `/metrics/prometheus` need `Authorization: Bearer KEY` or
+`x-api-key: KEY` (the operator can open the metrics to a scraper with `--metrics-public`); `/health`,
+`/openapi.json` and `/docs` are always open.
 Errors are `{"error": {"message", "type", "param", "code"}}` with `param` naming the offending field.
 Streams are server-sent events; WebSocket upgrades are refused with a 400."""
 
@@ -61,7 +63,9 @@ _NOTES = {
     ("/v1/mcp", "get"): ("The configured MCP servers: state, restarts, calls by outcome and tools.",
                          "Never shows a command, URL, header or environment."),
     ("/v1/status", "get"): ("Model, engine, context, queue, uptime and the store's figures.", ""),
-    ("/metrics/prometheus", "get"): ("Prometheus metrics (`maya:*`).", ""),
+    ("/metrics/prometheus", "get"): ("Prometheus metrics (`maya:*`).",
+                                     "Needs the API key when keys are configured, unless the server runs with "
+                                     "`--metrics-public` (`MAYA_METRICS_PUBLIC`); a missing or wrong key is a 401."),
     ("/health", "get"): ("Liveness; never needs a key.", ""),
 }
 

@@ -2,17 +2,19 @@
 
 `EventStreamResponse` pumps an async iterator of encoded events while watching
 for the client's disconnect; a disconnect cancels the iterator at once, whose
-`finally` blocks then stop the engine and free its slot.
+`finally` blocks then stop the engine and free its slot. It is a real Starlette
+`StreamingResponse` (headers, `background`): only how it sends is its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, AsyncGenerator, Callable
+from typing import TYPE_CHECKING, AsyncGenerator, Callable, Mapping
 
 import orjson
-from starlette.responses import Response
+from starlette.background import BackgroundTask
+from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ..errors import ClientGone, ShuttingDown
@@ -21,11 +23,11 @@ from .disconnect import race_disconnect, unless
 if TYPE_CHECKING:
     from .shutdown import Shutdown
 
-SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
+SSE_HEADERS = {
+    "content-type": "text/event-stream; charset=utf-8",
+    "cache-control": "no-cache",  # an event is news once
+    "x-accel-buffering": "no",  # nginx would otherwise hold events back until its buffer fills
+}
 
 
 def encode_event(data: dict | str, event: str | None = None) -> bytes:
@@ -34,8 +36,10 @@ def encode_event(data: dict | str, event: str | None = None) -> bytes:
     return prefix + b"data: " + payload + b"\n\n"
 
 
-class EventStreamResponse(Response):
-    """A Response (so frameworks pass it through untouched) that writes its own headers and events.
+class EventStreamResponse(StreamingResponse):
+    """A streaming Response whose `headers` (SSE_HEADERS plus `headers`) are the ones sent, so a route,
+    FastAPI or a middleware holding the object can read and add to them, and whose `background` runs
+    after the stream like any Starlette response's.
 
     `on_close` runs once the stream is over however it ended, even when the events were never
     started (a generator's own `finally` does not run then): it releases what the request holds.
@@ -57,14 +61,15 @@ class EventStreamResponse(Response):
         write_timeout: float | None = None,
         farewell: Callable[[], bytes] | None = None,
         keepalive: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        background: BackgroundTask | None = None,
     ) -> None:
-        self.events = events
+        super().__init__(events, status_code, {**SSE_HEADERS, **(headers or {})}, background=background)
+        self.body_iterator: AsyncGenerator[bytes, None] = events  # Starlette's name: whoever replaces it is heard
         self.keepalive = keepalive
-        self.status_code = status_code
         self.on_close = on_close
         self.write_timeout = write_timeout
         self.farewell = farewell
-        self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         shutdown = scope.get("state", {}).get("shutdown") if self.farewell is not None else None
@@ -74,13 +79,15 @@ class EventStreamResponse(Response):
             pass  # the pump was cancelled: its events' finally blocks stopped the engine
         finally:
             try:
-                await self.events.aclose()
+                await self.body_iterator.aclose()
             finally:
                 if self.on_close is not None:
                     self.on_close()
+        if self.background is not None:
+            await self.background()
 
     async def _pump(self, send: Send, shutdown: "Shutdown | None") -> None:
-        await send({"type": "http.response.start", "status": self.status_code, "headers": SSE_HEADERS})
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         try:
             if shutdown is None:
                 await self._send_events(send)
@@ -88,15 +95,17 @@ class EventStreamResponse(Response):
                 try:
                     await unless(shutdown.wait(), self._send_events(send), ShuttingDown)
                 except ShuttingDown:
-                    await self.events.aclose()  # the engine stops before the terminal event is written
+                    await self.body_iterator.aclose()  # the engine stops before the terminal event is written
                     await self._write(send, self.farewell())
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (OSError, asyncio.TimeoutError):
             return  # the socket closed under us, or stopped taking data: same as a disconnect
 
     async def _send_events(self, send: Send) -> None:
-        chunks = self.events if self.keepalive is None else with_keepalives(self.events, self.keepalive)
-        async with contextlib.aclosing(chunks):  # a keep-alive wrapper lets go of `events` first
+        chunks = self.body_iterator
+        if self.keepalive is not None:
+            chunks = with_keepalives(chunks, self.keepalive)
+        async with contextlib.aclosing(chunks):  # a keep-alive wrapper lets go of the events first
             async for chunk in chunks:
                 await self._write(send, chunk)
 
@@ -104,7 +113,6 @@ class EventStreamResponse(Response):
         if chunk:
             async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-
 
 
 KEEPALIVE_COMMENT = b": keep-alive\n\n"
