@@ -152,14 +152,18 @@ class GenerationService:
             stops=StopStringMatcher(prepared.stop),
             policy=ToolPolicy(prepared.conversation, prepared.max_tool_calls),
         )
+        events = self._generate(state)
         try:
             await admission.wait()
-            async for event in self._generate(state):
+            async for event in events:
                 yield event
         finally:
-            admission.release()
             generation.cancel()  # no-op when finished; stops the engine when our reader left
-            self._count(state)
+            try:
+                await events.aclose()  # the engine's stream closes now, not when the collector finds it
+            finally:
+                admission.release()
+                self._count(state)
 
     async def _generate(self, state: "_RunState") -> AsyncIterator[PipelineEvent]:
         started = time.perf_counter()

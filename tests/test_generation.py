@@ -183,8 +183,7 @@ def test_leaving_early_cancels_the_engine_and_releases_the_admission():
         events = service.run(prepared, service.admit())
         first = await events.__anext__()
         busy_while_running = service.queue.busy
-        await events.aclose()
-        await asyncio.sleep(0.05)  # the engine's stream is finalized by the loop
+        await events.aclose()  # closes the engine's stream before it returns: no wait for the collector
         return service, first, busy_while_running
 
     service, first, busy_while_running = asyncio.run(scenario())
