@@ -4,8 +4,8 @@ import pytest
 
 from maya_server.engine.scripted import ScriptedEngine
 
-from .recorder import Recorder
-from .server import RunningServer, scripted_config
+from tests.recorder import Recorder
+from tests.server import RunningServer, scripted_config
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from maya_server.engine.llamacpp import LlamaCppEngine
 from maya_server.engine_setup import create_engine
 from maya_server.family import resolve_family
 
-from .server import RunningServer
+from tests.server import RunningServer
 
 
 def embedded_config(**overrides) -> ServerConfig:

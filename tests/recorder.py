@@ -17,7 +17,7 @@ import orjson
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tests.responses_api.sse import iter_frames, validate_event, validate_response_types
+from tests.responses.api.sse import iter_frames, validate_event, validate_response_types
 
 ERROR_KEYS = {"message", "type", "param", "code"}
 

@@ -8,7 +8,7 @@ from maya_server.config import default_model_path
 from maya_server.family import family_from_template, template_from_model_dir
 from maya_server.gguf_metadata import read_gguf_metadata, training_context
 
-from .dialects.official import DATA
+from tests.dialects.official import DATA
 
 
 @pytest.mark.parametrize(("model_dir", "family"), [

@@ -12,7 +12,7 @@ import re
 import openai
 import pytest
 
-from .server import wait_for
+from tests.server import wait_for
 
 ASK = [{"role": "user", "content": "Weather in Paris?"}]
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]

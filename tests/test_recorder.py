@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from .recorder import Exchange, Recorder
+from tests.recorder import Exchange, Recorder
 
 
 def recorded(status: int, content_type: str, body: bytes, path: str = "/v1/responses") -> Recorder:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_chat_dialects import glm_call
+from tests.chat.test_dialects_through_chat import glm_call
 
-from .node_packages import ensure_installed
+from tests.clients.node_packages import ensure_installed
 
 SCRIPT = Path(__file__).with_name("ai_sdk_tool_loop.mjs")
 CALL = "Looking it up.</think>" + glm_call("get_weather", city="Paris")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_chat_dialects import glm_call
+from tests.chat.test_dialects_through_chat import glm_call
 
-from .node_packages import ensure_installed
+from tests.clients.node_packages import ensure_installed
 
 CONFIG = Path(__file__).with_name("codex_config.toml")
 README_BASE_URL = "http://127.0.0.1:8080/v1"

@@ -4,7 +4,7 @@ import pytest
 
 from maya_server.hf_tokenizer import HfTokenizer
 
-from .official import extract_tokenizer
+from tests.dialects.official import extract_tokenizer
 
 
 class ModelFiles:

@@ -11,8 +11,8 @@ import pytest
 
 from maya_server.dialects.chatml import ChatmlDialect
 
-from .conversations import CONVERSATIONS, openai_messages, tool_dicts
-from .official import official_ids, render_template
+from tests.dialects.conversations import CONVERSATIONS, openai_messages, tool_dicts
+from tests.dialects.official import official_ids, render_template
 
 QWEN25_CASES = ("system", "developer", "tools_declared")
 

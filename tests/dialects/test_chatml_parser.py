@@ -8,8 +8,8 @@ from maya_server.conversation import Conversation
 from maya_server.dialects.chatml import ChatmlDialect
 from maya_server.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
 
-from .conversations import TOOLS, user
-from .streaming import calls, invalid, parse, parse_every_way, reasoning, text
+from tests.dialects.conversations import TOOLS, user
+from tests.dialects.streaming import calls, invalid, parse, parse_every_way, reasoning, text
 
 CHATML = ChatmlDialect()
 CONVERSATION = Conversation((user("Hi"),), tools=TOOLS)

@@ -12,8 +12,8 @@ import pytest
 
 from maya_server.dialects.deepseek_v4 import DeepSeekV4Dialect
 
-from .conversations import CONVERSATIONS, openai_messages, tool_dicts
-from .official import dsv4_encoding, official_ids
+from tests.dialects.conversations import CONVERSATIONS, openai_messages, tool_dicts
+from tests.dialects.official import dsv4_encoding, official_ids
 
 MODEL = "deepseek-v4"
 

@@ -10,9 +10,9 @@ from maya_server.conversation import Conversation
 from maya_server.dialects.deepseek_v4 import DeepSeekV4Dialect
 from maya_server.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta
 
-from .conversations import TOOLS, user
-from .official import dsv4_encoding
-from .streaming import calls, invalid, parse, parse_every_way, reasoning, text
+from tests.dialects.conversations import TOOLS, user
+from tests.dialects.official import dsv4_encoding
+from tests.dialects.streaming import calls, invalid, parse, parse_every_way, reasoning, text
 
 DS = DeepSeekV4Dialect()
 THINKING = Conversation((user("Hi"),), tools=TOOLS)

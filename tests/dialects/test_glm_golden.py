@@ -11,8 +11,8 @@ import pytest
 
 from maya_server.dialects.glm import GlmDialect
 
-from .conversations import CONVERSATIONS, openai_messages, tool_dicts
-from .official import official_ids, render_template
+from tests.dialects.conversations import CONVERSATIONS, openai_messages, tool_dicts
+from tests.dialects.official import official_ids, render_template
 
 TEMPLATES = {"glm-4.7-flash": "4.7", "glm-5": "4.7", "glm-5.1": "5.1", "glm-5.2": "5.2"}
 TOKENIZER = "glm-4.7-flash"

@@ -8,8 +8,8 @@ from maya_server.conversation import Conversation
 from maya_server.dialects.glm import GlmDialect
 from maya_server.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted
 
-from .conversations import TOOLS, user
-from .streaming import calls, invalid, parse, parse_every_way, reasoning, text
+from tests.dialects.conversations import TOOLS, user
+from tests.dialects.streaming import calls, invalid, parse, parse_every_way, reasoning, text
 
 GLM = GlmDialect()
 THINKING = Conversation((user("Hi"),), tools=TOOLS)

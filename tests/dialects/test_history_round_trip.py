@@ -9,8 +9,8 @@ import pytest
 from maya_server.conversation import Conversation
 from maya_server.dialects import get_dialect
 
-from .conversations import CONVERSATIONS, TOOLS, user
-from .streaming import calls, parse_every_way, reasoning, text
+from tests.dialects.conversations import CONVERSATIONS, TOOLS, user
+from tests.dialects.streaming import calls, parse_every_way, reasoning, text
 
 # (dialect, the text that opens the replayed assistant turn, the text that ends it)
 FRAMES = {

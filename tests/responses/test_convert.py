@@ -9,7 +9,7 @@ from maya_server.errors import InvalidRequestError
 from maya_server.responses.convert import to_conversation, to_settings
 from maya_server.responses.request_items import parse_input
 
-from .helpers import STRICT_PARAMS, TOOL, assistant, call, image, output, parse, reasoning, user
+from tests.responses.helpers import STRICT_PARAMS, TOOL, assistant, call, image, output, parse, reasoning, user
 
 
 def turns(items, *, prior=(), **fields):

@@ -9,7 +9,7 @@ from maya_server.responses.request_items import MessageItem
 from maya_server.responses.request_tools import FunctionToolChoice
 from maya_server.responses.text_format import JsonObjectFormat, TextFormat
 
-from .helpers import STRICT_PARAMS, TOOL, parse, rejected
+from tests.responses.helpers import STRICT_PARAMS, TOOL, parse, rejected
 
 LONG = "k" * 65
 REJECTIONS = [

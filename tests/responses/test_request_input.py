@@ -13,7 +13,7 @@ from maya_server.responses.request_items import (
     FunctionCallItem, FunctionCallOutputItem, InputImage, InputText, MessageItem, OutputText, ReasoningItem, Refusal,
 )
 
-from .helpers import call, image, output, parse, reasoning, rejected, user
+from tests.responses.helpers import call, image, output, parse, reasoning, rejected, user
 
 REJECTIONS = [
     ("item type", [5], "input[0]"),

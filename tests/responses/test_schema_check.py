@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from maya_server.errors import InvalidRequestError
 from maya_server.responses.schema_check import MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES, check_schema
 
-from .helpers import parse
+from tests.responses.helpers import parse
 
 P = "text.format.schema"
 

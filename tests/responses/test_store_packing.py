@@ -13,7 +13,7 @@ from maya_server.responses.store_packing import (
     ENTRY_KEYS, pack_envelope, pack_item, pack_own, unpack_item, unpack_own, unpack_response,
 )
 
-from .test_store import answer, item, response
+from tests.responses.test_store import answer, item, response
 
 FULL_USAGE = {"input_tokens": 9, "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
               "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2}, "total_tokens": 14}

@@ -17,10 +17,10 @@ from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store import ResponseStore
 from maya_server.responses.stored_turn import StoredTurn
 
-from ..responses_api.sse import iter_frames, read_stream
-from ..server import wait_for
-from .helpers import parse
-from .test_store import answer, item, response
+from tests.responses.api.sse import iter_frames, read_stream
+from tests.server import wait_for
+from tests.responses.helpers import parse
+from tests.responses.test_store import answer, item, response
 
 OWNER = "public"  # the owner of every request to a server without API keys
 SLOW = "tick " * 400  # ~4 s at the delay below: far longer than any check needs

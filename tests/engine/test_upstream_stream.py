@@ -1,0 +1,91 @@
+"""Upstream chunks → tokens, and ids → whole characters, with SmolLM2's real vocabulary."""
+
+from __future__ import annotations
+
+import pytest
+
+from maya_server.config import default_model_path
+from maya_server.engine.detokenizer import MAX_PENDING, IncrementalDetokenizer
+from maya_server.engine.upstream_stream import GRACE_EVENTS, UNKNOWN_ID, TokenStream
+from maya_server.engine.upstream_wire import UpstreamChunk
+from maya_server.errors import UpstreamError
+from maya_server.hf_tokenizer import HfTokenizer
+
+from tests.gguf_model_dir import write_model_dir
+
+TEXT = "Héllo wörld! 日本語のテキスト 🐉🎉 done.<|im_end|>"
+IM_END = 2
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory) -> HfTokenizer:
+    return HfTokenizer.from_model_dir(write_model_dir(default_model_path(), tmp_path_factory.mktemp("smollm2")))
+
+
+def test_pieces_join_to_the_decoded_text_and_never_split_a_character(tokenizer):
+    ids = tokenizer.encode(TEXT, special=True)
+    detokenizer = IncrementalDetokenizer(tokenizer)
+    pieces = [detokenizer.push(i) for i in ids] + [detokenizer.flush()]
+    assert "".join(pieces) == tokenizer.decode(ids) == TEXT
+    assert all("\ufffd" not in p for p in pieces)
+    assert any(p == "" for p in pieces)  # some ids only start a character
+
+
+def test_a_character_that_never_completes_is_released_after_a_bound(tokenizer):
+    lone_byte = tokenizer.encode("日", special=False)[0]  # the first of its bytes only
+    detokenizer = IncrementalDetokenizer(tokenizer)
+    pieces = [detokenizer.push(lone_byte) for _ in range(MAX_PENDING)]
+    assert pieces[:-1] == [""] * (MAX_PENDING - 1) and pieces[-1]
+
+
+def _stream(tokenizer, max_tokens=100):
+    return TokenStream(tokenizer, frozenset({IM_END}), max_tokens)
+
+
+def test_a_stop_id_ends_the_turn_and_is_never_yielded(tokenizer):
+    stream = _stream(tokenizer)
+    ids = tokenizer.encode("Paris.<|im_end|>", special=True)
+    tokens = [t for i in ids for t in stream.feed(UpstreamChunk(token_ids=(i,)))]
+    assert "".join(t.text for t in tokens) == "Paris."
+    assert IM_END not in [t.id for t in tokens] and stream.generated_tokens == len(ids) - 1
+    assert not stream.ended_by_us  # the upstream gets its grace to send its own finish and usage
+    stream.feed(UpstreamChunk(finish_reason="stop", completion_tokens=len(ids), cached_tokens=5))
+    assert stream.finish() == "stop" and stream.cached_tokens == 5 and stream.generated_tokens == len(ids) - 1
+
+
+def test_an_upstream_that_goes_on_after_our_stop_is_cut_off(tokenizer):
+    stream = _stream(tokenizer)
+    stream.feed(UpstreamChunk(token_ids=(IM_END,)))
+    for _ in range(GRACE_EVENTS):
+        assert stream.feed(UpstreamChunk(token_ids=(42,))) == []
+    assert stream.ended_by_us and stream.finish() == "stop"
+
+
+def test_max_tokens_holds_even_if_the_upstream_overshoots(tokenizer):
+    stream = _stream(tokenizer, max_tokens=3)
+    tokens = stream.feed(UpstreamChunk(token_ids=(100, 101, 102, 103, 104)))
+    assert [t.id for t in tokens] == [100, 101, 102] and stream.finish() == "length" and stream.generated_tokens == 3
+
+
+def test_the_upstreams_length_finish_is_kept(tokenizer):
+    stream = _stream(tokenizer)
+    stream.feed(UpstreamChunk(token_ids=(100,), finish_reason="length"))
+    assert stream.finish() == "length"
+
+
+def test_text_only_chunks_are_cut_at_a_stop_text_and_counted_by_usage(tokenizer):
+    stream = _stream(tokenizer)
+    first = stream.feed(UpstreamChunk(text="<think>hm</think>Pa"))
+    last = stream.feed(UpstreamChunk(text="ris<|im_end|>junk", finish_reason="stop"))
+    assert [t.text for t in first + last] == ["<think>hm</think>Pa", "ris"]
+    assert all(t.id == UNKNOWN_ID for t in first + last)
+    stream.feed(UpstreamChunk(completion_tokens=9))
+    assert stream.generated_tokens == 2  # one per chunk while streaming...
+    assert stream.finish() == "stop" and stream.generated_tokens == 9  # ...then the upstream's own count
+
+
+def test_a_stream_that_ends_without_a_finish_is_an_upstream_failure(tokenizer):
+    stream = _stream(tokenizer)
+    stream.feed(UpstreamChunk(token_ids=(100,)))
+    with pytest.raises(UpstreamError):
+        stream.finish()

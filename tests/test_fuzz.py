@@ -1,0 +1,228 @@
+"""Hypothesis-generated requests for every endpoint: never a 5xx, every 4xx in OpenAI's shape, and a
+refused request leaves the engine untouched. Seeded (derandomized) and bounded, so `make test`
+runs the same few hundred examples per endpoint every time."""
+
+from __future__ import annotations
+
+import copy
+import json
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from maya_server.engine.scripted import ScriptedEngine
+
+from tests.responses.api.sse import ERROR_KEYS
+from tests.server import RunningServer, scripted_config, wait_for
+
+MODEL_FAILURES = {"invalid_tool_call"}
+"""Error codes of a generation the scripted model spoiled (its script holds malformed calls): not input errors."""
+EXAMPLES = settings(max_examples=400, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=list(HealthCheck))
+SCRIPT = ["Hello there.", "<think>hmm</think>Fine.", '<tool_call>{"name": "lookup", "arguments": {"q": "x"}}</tool_call>',
+          '<tool_call>{"name": "lookup", "arguments": {"q": [[[[1]]]]}}</tool_call>', "<tool_call>{broken"]
+
+scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=12)
+
+
+def maybe(plausible: st.SearchStrategy) -> st.SearchStrategy:
+    """Mostly a plausible value, sometimes any JSON at all."""
+    return st.one_of(plausible, plausible, json_values)
+
+
+def some(*values) -> st.SearchStrategy:
+    return maybe(st.sampled_from(values))
+
+
+text = st.text(max_size=24)
+parameters = maybe(st.fixed_dictionaries({"type": some("object")}, optional={
+    "properties": maybe(st.fixed_dictionaries({}, optional={"q": maybe(st.fixed_dictionaries(
+        {"type": some("string", "integer", "array", "object")}))})),
+    "required": maybe(st.lists(some("q"), max_size=2)), "additionalProperties": some(False, True)}))
+part = maybe(st.fixed_dictionaries({"type": some("input_text", "output_text", "input_image", "refusal", "text")},
+                                   optional={"text": maybe(text), "image_url": some("https://x.example/a.png",
+                                             "data:image/png;base64,AAAA", "file:///etc/passwd"),
+                                             "annotations": maybe(st.lists(json_values, max_size=2))}))
+item = maybe(st.fixed_dictionaries({}, optional={
+    "type": some("message", "function_call", "function_call_output", "reasoning", "item_reference"),
+    "role": some("user", "assistant", "system", "developer", "tool"),
+    "content": maybe(st.one_of(text, st.lists(part, max_size=3))),
+    "call_id": some("c1", "c2"), "name": some("lookup", "other"), "arguments": some('{"q": "x"}', "{", "[]"),
+    "output": maybe(st.one_of(text, st.lists(part, max_size=2))), "id": some("msg_1", "fc_1"),
+    "summary": maybe(st.lists(json_values, max_size=1)),
+}))
+tool = maybe(st.fixed_dictionaries({"type": some("function", "web_search"), "name": some("lookup", "")},
+                                   optional={"parameters": parameters, "strict": some(True, False),
+                                             "description": maybe(text)}))
+responses_body = st.fixed_dictionaries({}, optional={
+    "model": maybe(text), "input": maybe(st.one_of(text, st.lists(item, max_size=4))),
+    "instructions": maybe(text), "tools": maybe(st.lists(tool, max_size=2)),
+    "tool_choice": maybe(st.one_of(st.sampled_from(["auto", "none", "required"]),
+                                   st.fixed_dictionaries({"type": some("function"), "name": some("lookup")}))),
+    "temperature": maybe(st.floats(0, 2)), "top_p": maybe(st.floats(0, 1)),
+    "max_output_tokens": maybe(st.integers(0, 5000)), "metadata": maybe(st.dictionaries(text, text, max_size=3)),
+    "store": maybe(st.booleans()), "stream": maybe(st.booleans()), "background": maybe(st.booleans()),
+    "previous_response_id": some("resp_unknown", ""), "parallel_tool_calls": maybe(st.booleans()),
+    "reasoning": maybe(st.fixed_dictionaries({}, optional={"effort": some("none", "low", "high", "max")})),
+    "text": maybe(st.fixed_dictionaries({}, optional={"format": maybe(st.fixed_dictionaries(
+        {"type": some("text", "json_object", "json_schema")},
+        optional={"name": some("n"), "schema": parameters, "strict": some(True)}))})),
+    "truncation": some("auto", "disabled"), "include": maybe(st.lists(text, max_size=2)),
+    "stream_options": maybe(st.fixed_dictionaries({}, optional={"include_obfuscation": maybe(st.booleans())})),
+})
+message = maybe(st.fixed_dictionaries({"role": some("system", "developer", "user", "assistant", "tool")}, optional={
+    "content": maybe(st.one_of(text, st.lists(maybe(st.fixed_dictionaries(
+        {"type": some("text", "image_url")}, optional={"text": maybe(text)})), max_size=2))),
+    "tool_calls": maybe(st.lists(maybe(st.fixed_dictionaries({"id": some("c1"), "type": some("function"),
+        "function": maybe(st.fixed_dictionaries({"name": some("lookup"), "arguments": some('{"q": 1}', "{")}))})),
+        max_size=2)),
+    "tool_call_id": some("c1"), "name": maybe(text),
+}))
+chat_body = st.fixed_dictionaries({}, optional={
+    "model": maybe(text), "messages": maybe(st.lists(message, max_size=4)), "stream": maybe(st.booleans()),
+    "stream_options": maybe(st.fixed_dictionaries({}, optional={"include_usage": maybe(st.booleans())})),
+    "max_tokens": maybe(st.integers(0, 5000)), "max_completion_tokens": maybe(st.integers(0, 5000)),
+    "temperature": maybe(st.floats(0, 2)), "top_p": maybe(st.floats(0, 1)), "seed": maybe(st.integers()),
+    "stop": maybe(st.one_of(text, st.lists(text, max_size=3))),
+    "tools": maybe(st.lists(maybe(st.fixed_dictionaries({"type": some("function"), "function": maybe(
+        st.fixed_dictionaries({"name": some("lookup")}, optional={"parameters": parameters}))})), max_size=2)),
+    "tool_choice": maybe(st.sampled_from(["auto", "none", "required"])), "n": maybe(st.integers(0, 3)),
+})
+STRICT_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
+                 "additionalProperties": False}
+RESPONSES_TEMPLATES = [
+    {"model": "m", "store": True, "instructions": "be brief", "metadata": {"a": "b"}, "temperature": 0.5,
+     "top_p": 0.9, "max_output_tokens": 100, "reasoning": {"effort": "low"}, "parallel_tool_calls": False,
+     "input": [
+         {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x", "annotations": []}]},
+         {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"q": "x"}'},
+         {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "ok"}]},
+         {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "r"}]},
+     ],
+     "tools": [{"type": "function", "name": "lookup", "strict": True, "parameters": STRICT_SCHEMA}],
+     "tool_choice": {"type": "function", "name": "lookup"}},
+    {"model": "m", "stream": True, "input": [{"role": "developer", "content": "d"}, {"role": "user", "content": [
+        {"type": "input_text", "text": "hi"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}],
+     "text": {"format": {"type": "json_schema", "name": "n", "schema": STRICT_SCHEMA, "strict": True}},
+     "stream_options": {"include_obfuscation": False}, "include": [], "truncation": "disabled"},
+]
+CHAT_TEMPLATES = [
+    {"model": "m", "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 50, "temperature": 0.2,
+     "top_p": 0.5, "seed": 1, "stop": ["x"], "tool_choice": "auto",
+     "messages": [
+         {"role": "system", "content": "s"},
+         {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+         {"role": "assistant", "content": None, "tool_calls": [
+             {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+     ],
+     "tools": [{"type": "function", "function": {"name": "lookup", "parameters": STRICT_SCHEMA}}]},
+]
+
+
+def _paths(value, prefix: tuple = ()):
+    yield prefix
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        yield from _paths(child, (*prefix, key))
+
+
+@st.composite
+def mutated(draw, templates: list[dict]) -> dict:
+    """A valid template with one field replaced by any JSON value, or removed: every field's type check
+    is reached with every kind of wrong value, past the checks that come before it."""
+    body = copy.deepcopy(draw(st.sampled_from(templates)))
+    *parents, last = draw(st.sampled_from(list(_paths(body))[1:]))
+    holder = body
+    for key in parents:
+        holder = holder[key]
+    if isinstance(holder, dict) and draw(st.integers(0, 4)) == 0:
+        del holder[last]
+    else:
+        holder[last] = draw(json_values)
+    return body
+
+
+QUERY_KEYS = ("order", "limit", "after", "include", "include[]", "stream", "starting_after", "force", "x")
+queries = st.dictionaries(st.sampled_from(QUERY_KEYS), st.one_of(
+    st.sampled_from(["asc", "desc", "true", "false", "0", "1", "100", "101", "-1", "msg_1", ""]), text), max_size=3)
+
+
+@pytest.fixture(scope="module")
+def server():
+    config = scripted_config(max_queue=4)
+    running = RunningServer(config, ScriptedEngine(SCRIPT, context_size=config.ctx))
+    client = running.client()
+    stored = [client.responses.create(model="m", input="seed", store=True).id for _ in range(2)]
+    running.stored_ids = stored
+    with httpx.Client(base_url=running.url, timeout=30) as http:
+        running.fuzz_http = http
+        yield running
+    running.stop()
+
+
+def check(server: RunningServer, method: str, path: str, **request) -> None:
+    """One request: no 5xx; a 4xx in OpenAI's shape with the engine untouched; a stream that ends well."""
+    assert wait_for(lambda: server.app.state.jobs.stats()["queued"] + server.app.state.jobs.stats()["running"] == 0)
+    calls = server.engine.calls
+    with server.fuzz_http.stream(method, path, **request) as answer:
+        body = answer.read()
+    if answer.status_code >= 500:  # only the model's own failure, on Chat's invalid-call path, is a 5xx
+        assert json.loads(body)["error"]["code"] in MODEL_FAILURES, body[:500]
+    elif answer.status_code >= 400:
+        error = json.loads(body)["error"]
+        assert set(error) == ERROR_KEYS and isinstance(error["message"], str), body[:500]
+        assert server.engine.calls == calls, f"a refused request reached the engine: {body[:300]}"
+    elif answer.headers.get("content-type", "").startswith("text/event-stream"):
+        last = [line for line in body.decode().splitlines() if line.startswith("data: ")][-1][6:]
+        assert last == "[DONE]" or _terminal(json.loads(last)), last[:300]
+
+
+def _terminal(event: dict) -> bool:
+    return "error" in event or event.get("type") in ("response.completed", "response.incomplete",
+                                                     "response.failed", "error")
+
+
+@EXAMPLES
+@given(body=st.one_of(mutated(RESPONSES_TEMPLATES), responses_body))
+def test_responses_bodies(server, body):
+    check(server, "POST", "/v1/responses", json=body)
+
+
+@EXAMPLES
+@given(body=st.one_of(mutated(CHAT_TEMPLATES), chat_body))
+def test_chat_bodies(server, body):
+    check(server, "POST", "/v1/chat/completions", json=body)
+
+
+@EXAMPLES
+@given(raw=st.one_of(st.binary(max_size=64), json_values.map(lambda v: json.dumps(v).encode())),
+       path=st.sampled_from(["/v1/responses", "/v1/chat/completions"]))
+def test_raw_bodies(server, raw, path):
+    check(server, "POST", path, content=raw, headers={"Content-Type": "application/json"})
+
+
+@EXAMPLES
+@given(target=st.sampled_from(["stored", "unknown", "odd"]), query=queries,
+       route=st.sampled_from([("GET", ""), ("GET", "/input_items"), ("DELETE", ""), ("POST", "/cancel")]))
+def test_resource_routes_and_queries(server, target, query, route):
+    method, suffix = route
+    response_id = {"stored": server.stored_ids[0], "unknown": "resp_unknown", "odd": "%00..%2F"}[target]
+    if method == "DELETE" and target == "stored":
+        response_id = server.stored_ids[1]  # may be deleted once; later tries are 404s
+    check(server, method, f"/v1/responses/{response_id}{suffix}?{urlencode(query)}")
+
+
+@EXAMPLES
+@given(path=st.sampled_from(["/v1/models/", "/v1/models/scripted", "/v1/status", "/health", "/metrics/prometheus",
+                             "/v1/nothing", "/v1/responses", "/v1/chat/completions"]),
+       method=st.sampled_from(["GET", "POST", "PUT", "DELETE", "PATCH"]), query=queries)
+def test_every_other_route_and_method(server, path, method, query):
+    headers = {"Content-Type": "application/json"} if method in ("POST", "PUT", "PATCH") else {}
+    check(server, method, f"{path}?{urlencode(query)}", headers=headers, content=b"{}" if headers else None)
