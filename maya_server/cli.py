@@ -10,7 +10,8 @@ import signal
 import sys
 from typing import Sequence
 
-from .config import ENGINES, FAMILIES, ConfigError, ServerConfig, build_config, load_config_file
+from .config import ENGINES, FAMILIES, ServerConfig, build_config, load_config_file
+from .errors import ConfigError
 
 
 SHUTDOWN_GRACE_S = 5

@@ -128,6 +128,7 @@ class Conversation:
         return next((t for t in self.tools if t.name == name), None)
 
 
-def has_images(conversation: Conversation) -> bool:
-    """Whether any turn carries an image (a background job then loads them in its worker)."""
-    return any(isinstance(part, ImagePart) for turn in conversation.turns for part in turn.content)
+def image_parts(conversation: Conversation) -> list[ImagePart]:
+    """The conversation's images in prompt order: the one walk that finds them, for the loader, the
+    pipeline's checks and the route that sends a background job's images to its worker."""
+    return [part for turn in conversation.turns for part in turn.content if isinstance(part, ImagePart)]

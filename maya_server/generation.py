@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import AsyncIterator
 
-from .conversation import Conversation, ImagePart
+from .conversation import Conversation, image_parts
 from .dialects.base import Dialect, StreamParser
 from .engine.base import Engine, Generation, SamplingParams
 from .engine.fifo import Admission, EngineQueue
@@ -81,13 +81,13 @@ class GenerationService:
     async def load_images(self, conversation: Conversation) -> Conversation:
         """Fetch and decode the conversation's images (400 at the image's param on any failure). The one
         place that asks whether the engine takes images at all, before anything is fetched."""
-        first = next((p for t in conversation.turns for p in t.content if isinstance(p, ImagePart)), None)
-        if first is None:
+        parts = image_parts(conversation)
+        if not parts:
             return conversation
         if not self.engine.accepts_images:
             self.metrics.image_rejections.labels("no_vision").inc()
             raise InvalidRequestError(f"Image inputs are not supported here: {self.engine.images_refusal}.",
-                                      param=first.param, code="images_not_supported")
+                                      param=parts[0].param, code="images_not_supported")
         return await self.images.load(conversation)
 
     def prepare(
@@ -97,7 +97,7 @@ class GenerationService:
         Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context."""
         prompt = self.dialect.render(conversation)
         prompt_ids, positions = prompt.tokenize(self.engine.tokenizer)
-        images = tuple(p.data for t in conversation.turns for p in t.content if isinstance(p, ImagePart))
+        images = tuple(p.data for p in image_parts(conversation))
         if len(images) != len(positions) or any(data is None for data in images):
             raise EngineError("the conversation's images were not loaded before prepare")
         if images and prompt.plain_text_spells_control(self.engine.tokenizer):

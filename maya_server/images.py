@@ -35,7 +35,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from .conversation import Conversation, ImagePart, Message, ToolResult
+from .conversation import Conversation, ImagePart, Message, ToolResult, image_parts
 from .errors import ImageError
 from .metrics import Metrics
 
@@ -93,7 +93,7 @@ class ImageLoader:
         self._transport = transport
 
     async def load(self, conversation: Conversation) -> Conversation:
-        images = [p for turn in conversation.turns for p in turn.content if isinstance(p, ImagePart) and p.data is None]
+        images = [p for p in image_parts(conversation) if p.data is None]
         if not images:
             return conversation
         if len(images) > self.limits.max_count:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from maya_server.cli import load
-from maya_server.config import ConfigError
+from maya_server.errors import ConfigError
 from maya_server.family import resolve_family
 
 

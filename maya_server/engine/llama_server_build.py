@@ -54,12 +54,6 @@ def cached_binary() -> Path:
     return cache_dir() / BINARY_NAME
 
 
-def find_binary() -> Path | None:
-    """The cached binary, or None before the first build."""
-    binary = cached_binary()
-    return binary if _is_executable(binary) else None
-
-
 def ensure_binary() -> Path:
     """The cached binary, building it first when it is missing (one builder at a time)."""
     binary = cached_binary()

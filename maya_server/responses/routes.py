@@ -15,7 +15,7 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..conversation import Conversation, has_images
+from ..conversation import Conversation, image_parts
 from ..drain import answer_json, stream_frames
 from ..errors import InvalidRequestError, MayaError
 from ..events import Failed, PipelineEvent, Usage
@@ -51,7 +51,7 @@ def responses_router(
         settings = to_settings(body)
         conversation = to_conversation(body, prior=turn.prior)
         prepared = None  # a background job with images: its worker loads them and prepares
-        if not (body.background and has_images(conversation)):
+        if not (body.background and image_parts(conversation)):
             conversation = await service.load_images(conversation)
             prepared = await off_loop(large, lambda: service.prepare(conversation, settings,
                                                                      context_param="input"))

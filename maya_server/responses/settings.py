@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Mapping
 
-from ..config import ConfigError
+from ..errors import ConfigError
 
 PREFIX = "MAYA_GLM_RESPONSES_"
 LEGACY_PREFIX = "STRATA_GLM_RESPONSES_"

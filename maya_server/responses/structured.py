@@ -49,15 +49,12 @@ class StructuredResult:
 
 
 class _Budget:
-    def __init__(self, clock: Clock, seconds: float, cancelled: Callable[[], bool] | None) -> None:
+    def __init__(self, clock: Clock, seconds: float) -> None:
         self._clock = clock
         self._seconds = seconds
         self._deadline = clock() + seconds
-        self._cancelled = cancelled
 
     def check(self) -> None:
-        if self._cancelled is not None and self._cancelled():
-            raise StructuredOutputRejected("structured-output validation was cancelled")
         if self._clock() > self._deadline:
             raise StructuredOutputRejected(f"structured-output validation exceeded its {self._seconds:g}-second budget")
 
@@ -103,10 +100,10 @@ class StructuredValidator:
         """Only `strict:true` tools have their arguments enforced; others are published as generated."""
         return cls(tool.parameters, **options) if tool.strict else None
 
-    def validate(self, text: str | bytes, *, cancelled: Callable[[], bool] | None = None) -> StructuredResult:
-        """`cancelled` is polled with the clock, for a caller that can be cancelled while validating
-        (the publish gate passes none: it validates within one event-loop step)."""
-        token = _BUDGET.set(_Budget(self._clock, self._budget_s, cancelled))
+    def validate(self, text: str | bytes) -> StructuredResult:
+        """The verdict on `text`. It runs within one event-loop step (no cancel can land meanwhile); the time
+        budget is what bounds it."""
+        token = _BUDGET.set(_Budget(self._clock, self._budget_s))
         try:
             return StructuredResult(True, value=self._check(text))
         except StructuredOutputRejected as failure:

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from maya_server.cli import load
-from maya_server.config import ConfigError, default_model_path
+from maya_server.config import default_model_path
+from maya_server.errors import ConfigError
 
 from tests.gguf_model_dir import write_model_dir
 from tests.llama_server import free_port

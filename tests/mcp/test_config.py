@@ -8,7 +8,7 @@ import json
 import pytest
 
 from maya_server.cli import load
-from maya_server.config import ConfigError
+from maya_server.errors import ConfigError
 from maya_server.mcp.config import McpServerSpec
 
 

@@ -9,7 +9,8 @@ from dataclasses import fields
 
 import pytest
 
-from maya_server.config import ConfigError, build_config
+from maya_server.config import build_config
+from maya_server.errors import ConfigError
 from maya_server.responses.settings import ROWS, ResponsesSettings
 
 
