@@ -5,6 +5,9 @@
     Finished        the turn ended as a success: why, and the tokens it took
     Failed          the turn cannot be published as a success: the error, and the tokens it took
     PipelineEvent   any of them: what `GenerationService.run` yields, ending in one Finished or Failed
+    McpToolCall, McpToolResult, McpRoundLimitReached
+                    what the server-side MCP tool loop (`chat/mcp_loop.py`) adds between its rounds
+    LoopEvent       a PipelineEvent or one of those: what the MCP loop yields to the Chat assembler
 
 Assemblers (Chat Completions, Responses) consume only these; they never look at
 raw model text again. This module imports nothing of the pipeline or the engines
@@ -121,3 +124,35 @@ class Failed:
 
 
 PipelineEvent = Union[ParserEvent, PromptProgress, Finished, Failed]
+
+
+@dataclass(frozen=True)
+class McpToolCall:
+    """An MCP call announced before it runs (so a stream shows it as it happens); `round` counts
+    generations from 1."""
+
+    round: int
+    call_id: str
+    server: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class McpToolResult:
+    """The result of an announced MCP call, once it is done."""
+
+    round: int
+    call_id: str
+    content: str
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class McpRoundLimitReached:
+    """The model asked for another round of MCP calls past `mcp_max_rounds`; they were not run."""
+
+    max_rounds: int
+
+
+LoopEvent = Union[PipelineEvent, McpToolCall, McpToolResult, McpRoundLimitReached]

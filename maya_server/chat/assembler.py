@@ -16,10 +16,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from ..events import (
-    Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
-    ToolCallStarted, Usage,
+    Failed, Finished, McpRoundLimitReached, McpToolCall, McpToolResult, PipelineEvent, PromptProgress, ReasoningDelta,
+    TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
 )
-from ..mcp.events import McpRoundLimitReached, McpToolCall, McpToolResult
 
 
 @dataclass

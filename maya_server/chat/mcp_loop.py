@@ -25,16 +25,13 @@ from ..conversation import Conversation, Message, TextPart, ToolCall, ToolResult
 from ..errors import InvalidRequestError, MayaError
 from ..engine.fifo import Admission
 from ..events import (
-    Failed, Finished, PipelineEvent, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid,
-    ToolCallStarted, Usage,
+    Failed, Finished, LoopEvent, McpRoundLimitReached, McpToolCall, McpToolResult, PipelineEvent, ReasoningDelta,
+    TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
 from ..generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..mcp.connection import McpTool
-from ..mcp.events import McpRoundLimitReached, McpToolCall, McpToolResult
 from ..mcp.hub import McpHub
 from ..mcp.results import ToolOutcome
-
-LoopEvent = PipelineEvent | McpToolCall | McpToolResult | McpRoundLimitReached
 
 
 async def offer_mcp_tools(hub: McpHub, conversation: Conversation) -> tuple[Conversation, dict[str, McpTool]]:

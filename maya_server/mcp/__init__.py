@@ -4,8 +4,8 @@
     connection.py  one server: its supervised SDK client, its tools, its calls, its restarts
     hub.py         every configured server, started with the app and stopped on shutdown
     results.py     an MCP tool result → the text the model sees
-    events.py      the neutral events the tool loop adds to a generation's events
     routes.py      GET /v1/mcp
 
-The loop itself (generate, run the calls, generate again) is `chat/mcp_loop.py`.
+The loop itself (generate, run the calls, generate again) is `chat/mcp_loop.py`; the events it adds to a
+generation's (`McpToolCall`, `McpToolResult`, `McpRoundLimitReached`) are in `events.py` with the others.
 """
