@@ -26,7 +26,7 @@ import orjson
 
 from ..errors import EngineError
 from .base import (
-    Counts, Engine, Finish, GeneratedToken, Generation, SamplingParams, StreamItem, reusable_prefix_length,
+    DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, SamplingParams, StreamItem, reusable_prefix_length,
 )
 
 # Special-looking tags (<|user|>, </think>, <｜Assistant｜>, [gMASK]) stay one token;
@@ -114,7 +114,7 @@ class ScriptedEngine(Engine):
     name = "scripted"
     images_refusal = "the scripted test engine takes no images; run the llamacpp engine with --mmproj FILE"
 
-    def __init__(self, script: Sequence[object], *, context_size: int = 4096, delay: float = 0.0, slots: int = 1) -> None:
+    def __init__(self, script: Sequence[object], *, context_size: int = DEFAULT_CTX, delay: float = 0.0, slots: int = 1) -> None:
         if not script:
             raise ValueError("the script needs at least one completion")
         self.entries = [ScriptEntry.parse(item) for item in script]

@@ -183,7 +183,8 @@ class UpstreamEngine(Engine):
                                     generation.image_positions, self.info.media_marker or "")
                   if generation.images else generation.prompt_ids)
         report_progress = generation.report_progress and self.reports_prompt_progress
-        if self.accepts_images:
+        native = self.accepts_images  # llama-server's own endpoint: no `[DONE]`, its final chunk ends the stream
+        if native:
             path, parse = NATIVE_PATH, parse_native_event
             body = orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress))
         else:
@@ -211,8 +212,7 @@ class UpstreamEngine(Engine):
                         yield stream.counts()
                         for token in tokens:
                             yield token
-                        if stream.ended_by_us or generation.cancelled or (
-                                parse is parse_native_event and chunk.finish_reason is not None):
+                        if stream.ended_by_us or generation.cancelled or (native and chunk.finish_reason is not None):
                             break
             if generation.cancelled and stream.finish_reason is None:
                 return

@@ -72,22 +72,14 @@ def completion_request(
     body: dict[str, Any] = {
         "prompt": prompt_ids,
         "max_tokens": params.max_tokens,
-        "temperature": params.temperature,
-        "top_p": params.top_p,
-        "presence_penalty": params.presence_penalty,
-        "frequency_penalty": params.frequency_penalty,
+        **_sampling(params),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
     if model is not None:
         body["model"] = model
-    if params.seed is not None:
-        body["seed"] = params.seed
     if kind == "llama-server":
-        # llama-server samples with top-k 40 and min-p 0.05 unless told otherwise; OpenAI's API has neither.
-        body.update({"n_probs": 1, "top_k": 0, "min_p": 0.0, "cache_prompt": True})
-        if report_progress:
-            body["return_progress"] = True
+        body.update({"n_probs": 1, **_llama_server_options(report_progress)})
         return body
     body.update({
         "skip_special_tokens": False,
@@ -107,16 +99,28 @@ string prompt (token ids and images are refused there), so a vision llama-server
 def native_completion_request(prompt: list[int] | dict, params: SamplingParams, *,
                               report_progress: bool = False) -> dict[str, Any]:
     """The streaming `/completion` body: the same sampling as `completion_request`'s llama-server form."""
-    body: dict[str, Any] = {
-        "prompt": prompt, "n_predict": params.max_tokens, "temperature": params.temperature, "top_p": params.top_p,
+    return {"prompt": prompt, "n_predict": params.max_tokens, **_sampling(params),
+            **_llama_server_options(report_progress), "return_tokens": True, "stream": True}
+
+
+def _sampling(params: SamplingParams) -> dict[str, Any]:
+    """OpenAI's sampling settings, as both endpoints name them."""
+    sampling: dict[str, Any] = {
+        "temperature": params.temperature, "top_p": params.top_p,
         "presence_penalty": params.presence_penalty, "frequency_penalty": params.frequency_penalty,
-        "top_k": 0, "min_p": 0.0, "cache_prompt": True, "return_tokens": True, "stream": True,
     }
     if params.seed is not None:
-        body["seed"] = params.seed
+        sampling["seed"] = params.seed
+    return sampling
+
+
+def _llama_server_options(report_progress: bool) -> dict[str, Any]:
+    """What llama-server is told on either endpoint: it samples with top-k 40 and min-p 0.05 unless told
+    otherwise (OpenAI's API has neither), keeps the prompt cached, and sends `prompt_progress` when asked."""
+    options: dict[str, Any] = {"top_k": 0, "min_p": 0.0, "cache_prompt": True}
     if report_progress:
-        body["return_progress"] = True
-    return body
+        options["return_progress"] = True
+    return options
 
 
 def parse_native_event(data: str) -> UpstreamChunk | None:
