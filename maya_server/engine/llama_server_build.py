@@ -23,6 +23,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
 
 LLAMA_CPP_SOURCE_VERSION = "0.3.36"
@@ -44,14 +45,10 @@ _PROGRESS = re.compile(r"^\[\s*(\d+)%\]|^\[(\d+)/(\d+)\]")
 PROGRESS_STEP = 10
 
 
-def cache_dir(version: str = LLAMA_CPP_SOURCE_VERSION) -> Path:
-    root = os.environ.get("MAYA_LLAMA_SERVER_CACHE") or str(Path.home() / ".cache" / "maya")
-    return Path(root) / f"llama-server-{version}"
-
-
 def cached_binary() -> Path:
-    """Where the binary lives once built (it may not exist yet)."""
-    return cache_dir() / BINARY_NAME
+    """Where the binary lives once built (it may not exist yet), keyed by the pinned version."""
+    root = os.environ.get("MAYA_LLAMA_SERVER_CACHE") or str(Path.home() / ".cache" / "maya")
+    return Path(root) / f"llama-server-{LLAMA_CPP_SOURCE_VERSION}" / BINARY_NAME
 
 
 def ensure_binary() -> Path:
@@ -112,12 +109,12 @@ def _generator() -> list[str]:
 def _run(command: list[str], *, progress: bool = False) -> None:
     """Run one build step; its output is kept for the error report, and with `progress` its
     percentage is printed every `PROGRESS_STEP` percent."""
-    tail: list[str] = []
+    tail: deque[str] = deque(maxlen=200)
     shown = -PROGRESS_STEP
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     for line in process.stdout:
-        tail = (tail + [line])[-200:]
+        tail.append(line)
         percent = _percent(line) if progress else None
         if percent is not None and percent >= shown + PROGRESS_STEP:
             shown = percent - percent % PROGRESS_STEP
