@@ -35,6 +35,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from .config import ServerConfig
 from .conversation import Conversation, ImagePart, Message, ToolResult, image_parts
 from .errors import ImageError
 from .metrics import Metrics
@@ -49,15 +50,17 @@ Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 @dataclass(frozen=True)
 class ImageLimits:
-    max_bytes: int = 20 * 1024 * 1024
-    max_pixels: int = 33_177_600
-    max_count: int = 8
-    fetch_timeout: float = 10.0
-    max_redirects: int = 3
-    allow_private: bool = False
+    """The `image_*` settings; the defaults are ServerConfig's own."""
+
+    max_bytes: int = ServerConfig.image_max_bytes
+    max_pixels: int = ServerConfig.image_max_pixels
+    max_count: int = ServerConfig.image_max_count
+    fetch_timeout: float = ServerConfig.image_fetch_timeout
+    max_redirects: int = ServerConfig.image_max_redirects
+    allow_private: bool = ServerConfig.image_allow_private
 
     @classmethod
-    def from_config(cls, config) -> "ImageLimits":
+    def from_config(cls, config: ServerConfig) -> "ImageLimits":
         return cls(config.image_max_bytes, config.image_max_pixels, config.image_max_count,
                    config.image_fetch_timeout, config.image_max_redirects, config.image_allow_private)
 
