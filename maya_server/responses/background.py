@@ -38,23 +38,24 @@ def start_job(
     """Admit the job (429/503/413 refuse it; the caller's `with` then releases the turn) and answer its
     creation. Once admitted, the job holds the turn: `JobManager._finish` releases it."""
     settings = jobs.settings
+    history = dumps_kept(turn.input_history())
+    size = len(history) + len(orjson.dumps(assembler.snapshot()))
+    if size > settings.job_input_bytes:
+        raise StorageCapacityError(
+            f"This background request's input snapshot takes {size} bytes, over the limit of "
+            f"{settings.job_input_bytes} bytes per task. Run it in the foreground or shorten its history.",
+        )
+    job = Job(assembler.id, turn.owner, assembler, EventLog(settings.event_count, settings.event_bytes, assembler.reserve_sequence),
+              generate, turn, history)
     reading = ExitStack()
-    with ExitStack() as undo:
-        history = dumps_kept(turn.input_history())
-        size = len(history) + len(orjson.dumps(assembler.snapshot()))
-        if size > settings.job_input_bytes:
-            raise StorageCapacityError(
-                f"This background request's input snapshot takes {size} bytes, over the limit of "
-                f"{settings.job_input_bytes} bytes per task. Run it in the foreground or shorten its history.",
-            )
-        job = Job(assembler.id, turn.owner, assembler, EventLog(settings.event_count, settings.event_bytes, assembler.reserve_sequence),
-                  generate, turn, history)
-        if stream:  # the reader slot first: a 429 for readers must not leave a job behind
-            reading.enter_context(jobs.reader(turn.owner))
-            undo.callback(reading.close)
+    if stream:  # the reader slot first: a 429 for readers must not leave a job behind
+        reading.enter_context(jobs.reader(turn.owner))
+    try:
         jobs.admit(job)
         turn.hand_over()
-        undo.pop_all()
+    except BaseException:
+        reading.close()  # a refused job frees its reader slot
+        raise
     if not stream:
         return Response(orjson.dumps(job.snapshot()), media_type="application/json")
     return _reader(jobs, job, -1, reading)

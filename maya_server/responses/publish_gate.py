@@ -96,8 +96,13 @@ class PublishGate:
         return Failed(StructuredOutputError(reason), finished.usage)
 
 
-async def gated(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> AsyncIterator[PipelineEvent]:
-    """`events` through `gate`; closing this closes `events` (which stops the engine)."""
+def gated(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> AsyncIterator[PipelineEvent]:
+    """`events` through `gate`; closing this closes `events` (which stops the engine). An inactive gate
+    passes every event as it comes, so its events are `events` themselves: no per-token hop."""
+    return _through(events, gate) if gate.active else events
+
+
+async def _through(events: AsyncIterator[PipelineEvent], gate: PublishGate) -> AsyncIterator[PipelineEvent]:
     try:
         async for event in events:
             for released in gate.feed(event):

@@ -51,8 +51,10 @@ def pack_own(response: dict) -> bytes:
     """An entry's own JSON: ENTRY_KEYS' values as an array, usage as the array of its numbers."""
     values = [response.get(k) for k in ENTRY_KEYS]
     usage = response.get("usage")
-    if usage is not None and _usage_of(_usage_values(usage)) == usage:
-        values[ENTRY_KEYS.index("usage")] = _usage_values(usage)
+    if usage is not None:
+        packed = _usage_values(usage)
+        if _usage_of(packed) == usage:
+            values[ENTRY_KEYS.index("usage")] = packed
     return dumps_kept(values)
 
 
