@@ -176,23 +176,24 @@ class GenerationService:
                 if isinstance(token, PromptProgress):
                     yield token
                     continue
-                if synthesized is not None and not synthesized.ended:
+                if synthesized is not None:
                     yield synthesized.end()
+                    synthesized = None
                 if state.generation.stats.generated_tokens == 1:
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                 events = state.parser.feed(state.stops.feed(token.text))
                 if any(isinstance(e, ReasoningDelta) for e in events):
                     state.reasoning_tokens += 1
                 for event in events:
-                    if state.policy.done:
-                        break  # the turn is over; nothing after its last call is published
                     failure = state.policy.check(event)
                     if failure is not None:
                         yield Failed(failure, state.usage())
                         return
                     if state.policy.over_limit:
-                        break
+                        break  # a call past the limit is dropped with whatever follows it
                     yield event
+                    if state.policy.done:
+                        break  # the turn is over; nothing after its last call is published
                 if state.stops.matched or state.policy.done:
                     break
         except EngineError as exc:
@@ -200,7 +201,7 @@ class GenerationService:
             return
         finally:
             await tokens.aclose()  # closing the engine's stream stops it, whoever ended the turn
-        if synthesized is not None and not synthesized.ended:
+        if synthesized is not None:
             yield synthesized.end()  # a turn that produced no token still finished its prompt
         if state.stops.matched or state.policy.done:
             state.ended_by_pipeline = True  # we ended the turn, not the client
@@ -213,9 +214,10 @@ class GenerationService:
     @staticmethod
     def _finish(state: "_RunState") -> list[PipelineEvent]:
         ended_by_limit = state.generation.stats.finish_reason == "length"
-        tail = state.parser.feed(state.stops.flush()) if not state.stops.matched else []
-        # A turn ended at a call limit drops what the model wrote after it, a call it began included.
-        rest = [] if state.policy.over_limit else tail + state.parser.finish("length" if ended_by_limit else "stop")
+        rest: list[PipelineEvent] = []
+        if not state.policy.over_limit:  # a turn ended at a call limit drops what the model wrote after it
+            tail = state.parser.feed(state.stops.flush()) if not state.stops.matched else []
+            rest = tail + state.parser.finish("length" if ended_by_limit else "stop")
         events: list[PipelineEvent] = []
         for event in rest:
             failure = state.policy.check(event)
@@ -268,13 +270,11 @@ class _SynthesizedProgress:
     def __init__(self, generation: Generation, started: float) -> None:
         self._generation = generation
         self._started = started
-        self.ended = False
 
     def start(self) -> PromptProgress:
         return PromptProgress(total=len(self._generation.prompt_ids), cache=0, processed=0, time_ms=0)
 
     def end(self) -> PromptProgress:
-        self.ended = True
         total = len(self._generation.prompt_ids)
         cache = min(self._generation.stats.cached_tokens, total)
         elapsed_ms = int((time.perf_counter() - self._started) * 1000)

@@ -89,11 +89,11 @@ class _Round:
         return [] if tool is not None else [replace(event, index=client_index)]
 
     def _renumbered(self, event) -> list[PipelineEvent]:
-        call = self.calls.get(event.index) if event.index is not None else None
-        if isinstance(event, ToolCallFinished) and call is not None:
-            call.arguments = event.arguments
+        call = self.calls.get(event.index)  # None for an event of no started call (index None included)
         if call is None:
             return [event]
+        if isinstance(event, ToolCallFinished):
+            call.arguments = event.arguments
         return [] if call.tool is not None else [replace(event, index=call.client_index)]
 
     @property
@@ -103,9 +103,10 @@ class _Round:
     def turns(self, outcomes: list[ToolOutcome]) -> tuple:
         """This round as history: the assistant's text and MCP calls, then each call's result."""
         text = "".join(self.text)
-        calls = tuple(ToolCall(c.call_id, c.name, c.arguments) for c in self.mcp_calls)
+        mcp_calls = self.mcp_calls
+        calls = tuple(ToolCall(c.call_id, c.name, c.arguments) for c in mcp_calls)
         assistant = Message("assistant", (TextPart(text),) if text else (), "".join(self.reasoning) or None, calls)
-        results = tuple(ToolResult(c.call_id, (TextPart(o.content),), c.name) for c, o in zip(self.mcp_calls, outcomes))
+        results = tuple(ToolResult(c.call_id, (TextPart(o.content),), c.name) for c, o in zip(mcp_calls, outcomes))
         return (assistant, *results)
 
 

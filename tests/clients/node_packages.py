@@ -36,11 +36,6 @@ def cache_dir() -> Path:
     return Path(root) / f"node-clients-{lock_hash()}"
 
 
-def node_modules() -> Path:
-    """Where the installed tree lives once installed (it may not exist yet)."""
-    return cache_dir() / "node_modules"
-
-
 def ensure_installed() -> Path:
     """The cached `node_modules`, installed first when it is missing (one installer at a time)."""
     target = cache_dir()
