@@ -171,6 +171,7 @@ class GenerationService:
         if synthesized is not None:
             yield synthesized.start()
         tokens = self.engine.generate(state.generation)
+        awaiting_first = True
         try:
             async for token in tokens:
                 if isinstance(token, PromptProgress):
@@ -179,8 +180,9 @@ class GenerationService:
                 if synthesized is not None:
                     yield synthesized.end()
                     synthesized = None
-                if state.generation.stats.generated_tokens == 1:
+                if awaiting_first:  # the first token yielded, whatever count an upstream's first chunk brought
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
+                    awaiting_first = False
                 events = state.parser.feed(state.stops.feed(token.text))
                 if any(isinstance(e, ReasoningDelta) for e in events):
                     state.reasoning_tokens += 1

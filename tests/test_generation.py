@@ -12,6 +12,7 @@ import pytest
 
 from maya_server.conversation import Conversation, Message, NamedToolChoice, TextPart, ToolSpec
 from maya_server.dialects import get_dialect
+from maya_server.engine.base import Counts
 from maya_server.engine.fifo import EngineQueue
 from maya_server.engine.scripted import ScriptedEngine
 from maya_server.errors import ContextLengthExceeded, EngineError, ToolPolicyError
@@ -221,3 +222,27 @@ def test_an_engine_failure_becomes_failed_with_engine_error():
     assert failed.usage.completion_tokens == 2
     assert sum(isinstance(e, (Finished, Failed)) for e in events) == 1
     assert service.queue.busy == 0
+
+
+class _BatchingEngine(ScriptedEngine):
+    """An upstream-like engine: its own count runs ahead of the tokens it yields (a chunk of several ids)."""
+
+    async def _stream(self, generation):
+        async for item in super()._stream(generation):
+            if not isinstance(item, Counts):
+                yield Counts(generated_tokens=3)
+            yield item
+
+
+def first_token_observations(service: GenerationService) -> float:
+    return next(s.value for m in service.metrics.registry.collect() for s in m.samples
+                if s.name.endswith("first_token_seconds_count"))
+
+
+def test_the_first_token_time_is_observed_once_a_turn_even_when_the_engines_count_runs_ahead():
+    _, plain = run_turn(["Hello there, friend."])
+    batching = GenerationService(_BatchingEngine(["Hello there, friend."]), get_dialect("chatml"),
+                                 EngineQueue(slots=1, max_queue=4), Metrics())
+    asyncio.run(collect(batching, conversation()))
+    assert first_token_observations(plain) == 1
+    assert first_token_observations(batching) == 1
