@@ -37,8 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
-from maya_server.gguf_metadata import read_gguf_metadata  # noqa: E402
-from maya_server.gguf_tokenizer import gguf_tokenizer  # noqa: E402
+from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
 
 WORDS = (
     "harbor lantern river meadow quarry copper violin orchard tunnel glacier ledger compass falcon "
@@ -169,7 +168,7 @@ def measure(model: str, opts, flags: tuple[str, ...], rounds: list[tuple[str, st
 
 
 def make_rounds(model: str, count: int, history_tokens: int) -> list[tuple[str, str]]:
-    tokenizer = gguf_tokenizer(read_gguf_metadata(model))
+    tokenizer = smollm2_tokenizer(model)
     tokens = lambda text: len(tokenizer.encode(text, special=False))  # noqa: E731
     return [(notes(2 * r, history_tokens, tokens), notes(2 * r + 1, history_tokens, tokens)) for r in range(count)]
 

@@ -39,8 +39,7 @@ from maya_process import start_maya  # noqa: E402
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.dialects import get_dialect  # noqa: E402
-from maya_server.gguf_metadata import read_gguf_metadata  # noqa: E402
-from maya_server.gguf_tokenizer import gguf_tokenizer  # noqa: E402
+from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
 from tests.llama_server import LlamaServer  # noqa: E402
 
 SLOTS, CTX = 4, 2048
@@ -104,7 +103,7 @@ def main() -> None:
     args.add_argument("--continuation-rounds", type=int, default=2)
     opts = args.parse_args()
     model = default_model_path()
-    tokenizer = gguf_tokenizer(read_gguf_metadata(model))
+    tokenizer = smollm2_tokenizer(model)
     chatml = get_dialect("chatml")
     ids = [chatml.render(Conversation(turns=(Message("user", (TextPart(p),)),))).token_ids(tokenizer) for p in PROMPTS]
     llama = LlamaServer(model, ctx=SLOTS * CTX, parallel=SLOTS, threads=opts.threads)

@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 from .config import ENGINES, FAMILIES, ServerConfig, build_config, load_config_file
-from .errors import ConfigError
+from .errors import ConfigError, EngineStartError
 
 
 SHUTDOWN_GRACE_S = 5
@@ -50,6 +50,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="embedded engine: layers offloaded to a GPU (default: llama-server decides; 0: CPU only)")
     p.add_argument("--cache-ram-mib", dest="cache_ram_mib", metavar="MIB",
                    help="embedded engine: RAM prompt cache for idle conversations' KV (default 2048; 0: off)")
+    p.add_argument("--tokenize-cache-mib", dest="tokenize_cache_mib", metavar="MIB",
+                   help="embedded engine: token ids of recent prompt text kept for the next turn (default 64)")
+    p.add_argument("--engine-arg", dest="engine_args", action="append", metavar="ARG",
+                   help="embedded engine: one more llama-server flag, e.g. --engine-arg=--no-repack (repeatable)")
     vis = p.add_argument_group("images (input_image / image_url)")
     vis.add_argument("--mmproj", metavar="FILE", help="embedded engine: the model's multimodal projector GGUF (turns images on)")
     vis.add_argument("--image-max-bytes", dest="image_max_bytes", metavar="N", help="largest image (default 20971520, 20 MiB)")
@@ -113,6 +117,9 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
         engine = create_engine(config)
     except ConfigError as exc:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except EngineStartError as exc:
+        print(f"{prog}: the engine did not start: {exc}", file=sys.stderr)
         return 2
     # uvicorn handles SIGTERM while serving, then restores this handler and raises the signal again:
     # this way the signal ends in SystemExit, so the `finally` stops the engine's child cleanly.

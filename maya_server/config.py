@@ -13,6 +13,7 @@ Every problem is a `ConfigError` naming the field; the CLI prints it and exits 2
 from __future__ import annotations
 
 import importlib.util
+import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -66,6 +67,10 @@ class ServerConfig:
     """Layers llama-server offloads to a GPU (None: llama-server decides; 0: CPU only)."""
     cache_ram_mib: int = 2048
     """llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
+    tokenize_cache_mib: int = 64
+    """The embedded engine's cache of prompt text runs' token ids, so a resent history is not tokenized again."""
+    engine_args: tuple[str, ...] = ()
+    """Extra llama-server flags for the embedded engine (e.g. `--no-repack`), after Maya's own."""
     mmproj: str | None = None
     """llama.cpp's multimodal projector GGUF for the model (the model's `mmproj` file): turns image inputs on."""
     image_max_bytes: int = 20 * 1024 * 1024
@@ -206,6 +211,18 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, Any], str]:
     return parse
 
 
+def _argument_list(name: str, value: Any) -> tuple[str, ...]:
+    """A command line's words: a list, or one string split as a shell would (`MAYA_ENGINE_ARGS="--no-repack -t 4"`)."""
+    if isinstance(value, str):
+        try:
+            value = shlex.split(value)
+        except ValueError as exc:
+            raise ConfigError(name, f"cannot be split into words: {exc}") from None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(name, "must be a list of non-empty strings")
+    return tuple(value)
+
+
 def _text_list(name: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
@@ -236,6 +253,8 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "slots": _positive_int,
     "gpu_layers": _non_negative_int,
     "cache_ram_mib": _non_negative_int,
+    "tokenize_cache_mib": _non_negative_int,
+    "engine_args": _argument_list,
     "mmproj": _text,
     "image_max_bytes": _positive_int,
     "image_max_pixels": _positive_int,

@@ -47,7 +47,8 @@ def embedded_options(config: ServerConfig) -> EmbeddedOptions:
     return EmbeddedOptions(
         model=config.model, slots=config.slots, ctx=config.ctx, threads=config.threads, gpu_layers=config.gpu_layers,
         cache_ram_mib=config.cache_ram_mib, mmproj=config.mmproj, tokenizer_dir=config.tokenizer,
-        read_timeout=config.upstream_read_timeout,
+        read_timeout=config.upstream_read_timeout, tokenize_cache_mib=config.tokenize_cache_mib,
+        extra_args=config.engine_args,
     )
 
 

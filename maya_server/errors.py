@@ -30,10 +30,11 @@ becomes a generic 500 whose message never reaches the client.
 Beside the tree, the exceptions that never reach a client as an API error:
 
     ConfigError         a bad setting, naming it: the CLI prints it and exits 2
-    EngineStartError    llama-server did not come up (start-up: exit 2; later: a restart)
+    EngineStartError    llama-server did not come up: its signal, log tail and what to try (start-up: exit 2;
+                        later: a restart)
     ClientGone          the client disconnected: the work stops, nothing is answered
     ShuttingDown        the server began shutting down under an open stream: it ends with a farewell
-    UnsupportedVocabulary  a GGUF vocabulary Maya cannot rebuild (start-up: give --tokenizer DIR)
+    UnsupportedVocabulary  a GGUF vocabulary Maya cannot decode (start-up: exit 2)
     TooDeep             JSON nested past the depth limit (a ValueError, refused like malformed JSON)
     JobCleanupError     shutdown could not confirm that every background job released the engine
     EventTooLarge       one event over a background log's byte limit: the job fails with EventLimitError

@@ -9,6 +9,11 @@ template writes. `maya` / `maya-ds4` fall back to their own family only when
 the template says nothing we recognise; an explicit `--family` that
 contradicts the template stops start-up, unless `--force-family` says the
 operator knows better.
+
+GLM's templates differ between releases in what the prompt says about tools
+(GLM-4.7 and GLM-5 list whole OpenAI tool objects, GLM-5.1 their `function`,
+GLM-5.2 adds a reasoning-effort line), so a GLM template also names its
+variant (`GLM_VARIANTS`), and the prompt is the one the model was trained on.
 """
 
 from __future__ import annotations
@@ -29,16 +34,27 @@ _MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("chatml", ("<|im_start|>",)),
 )
 """Each family's template tokens, checked in this order (GLM's and DeepSeek's never contain ChatML's)."""
+GLM_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("glm-5.2", ("Reasoning Effort:",)),
+    ("glm-5.1", ("tool['function']", "tool_to_json")),
+    ("glm-4.7", ("tool | tojson",)),
+)
+"""What each GLM template variant writes, checked in this order; a GLM template with none of them is `glm`."""
 
 
 def family_from_template(template: str | None) -> str | None:
-    """The family whose control tokens the chat template writes, or None when none matches."""
+    """The family whose control tokens the chat template writes (for GLM, the variant its tool listing shows),
+    or None when none matches."""
     if not template:
         return None
-    for family, markers in _MARKERS:
-        if any(marker in template for marker in markers):
-            return family
-    return None
+    family = _first_match(template, _MARKERS)
+    if family == "glm":
+        return _first_match(template, GLM_VARIANTS) or "glm"
+    return family
+
+
+def _first_match(template: str, table: tuple[tuple[str, tuple[str, ...]], ...]) -> str | None:
+    return next((name for name, markers in table if any(marker in template for marker in markers)), None)
 
 
 def template_from_model_dir(directory: str | Path) -> str | None:
@@ -67,7 +83,7 @@ def resolve_family(config: ServerConfig, detected: str | None) -> ServerConfig:
     contradicts the template is a `ConfigError` naming both, unless `force_family` is set."""
     if not config.family_explicit:
         return replace(config, family=detected) if detected is not None else config
-    if detected is not None and base_family(config.family) != detected and not config.force_family:
+    if detected is not None and base_family(config.family) != base_family(detected) and not config.force_family:
         raise ConfigError(
             "family",
             f"--family {config.family} contradicts the model's chat template, which is {detected}; "

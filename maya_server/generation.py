@@ -17,6 +17,8 @@ early (client gone) cancels the engine and releases the admission.
 
 from __future__ import annotations
 
+import asyncio
+
 import time
 import uuid
 from dataclasses import dataclass
@@ -89,6 +91,14 @@ class GenerationService:
             raise InvalidRequestError(f"Image inputs are not supported here: {self.engine.images_refusal}.",
                                       param=parts[0].param, code="images_not_supported")
         return await self.images.load(conversation)
+
+    async def prepare_async(self, conversation: Conversation, settings: GenerationSettings, *,
+                            context_param: str = "messages", large: bool = False) -> PreparedGeneration:
+        """`prepare`, in a worker thread when it may block the event loop: a `large` request (its render is long),
+        or an engine whose tokenizer waits on I/O (the embedded engine asks llama-server for uncached runs)."""
+        if large or self.engine.blocking_tokenizer:
+            return await asyncio.to_thread(self.prepare, conversation, settings, context_param=context_param)
+        return self.prepare(conversation, settings, context_param=context_param)
 
     def prepare(
         self, conversation: Conversation, settings: GenerationSettings, *, context_param: str = "messages"

@@ -1,17 +1,16 @@
 """A `Tokenizer` over a model directory's `tokenizer.json` (the `tokenizers` package).
 
 `tokenizers` matches every added token (special or not) anywhere in the text it
-encodes; its `encode_special_tokens` switch only covers the special ones, so
-GLM's `<tool_call>` or Qwen's `<think>` would still be matched in user text. For
-plain text we therefore keep a second tokenizer built from the same file with
-an empty added vocabulary: same normalizer, pre-tokenizer and model, so text
-encodes exactly as it does between tokens in the full one, but no added token
-can ever appear. Neither path adds BOS/EOS: the dialect writes them.
+encodes. For plain text we keep a second tokenizer built from the same file with
+`encode_special_tokens` on: special tokens (`<|user|>`, `[gMASK]`) are then
+never matched in client text, while non-special added tokens (GLM's
+`<tool_call>`, Qwen's `<think>`) still are, as the model's own tokenizer and
+llama.cpp's (`/tokenize` without special parsing) both match them. Neither path
+adds BOS/EOS: the dialect writes them.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
@@ -24,11 +23,13 @@ class HfTokenizer:
         tokenizer = HfTokenizer.from_model_dir("/models/GLM-4.7-Flash")
         tokenizer.encode("<|user|>", special=True)    # [154827]
         tokenizer.encode("<|user|>", special=False)   # several ordinary tokens
+        tokenizer.encode("<think>", special=False)    # [154841]: a non-special added token, as the model reads it
     """
 
     def __init__(self, tokenizer: _RustTokenizer) -> None:
         self._full = tokenizer
-        self._plain = _without_added_tokens(tokenizer)
+        self._plain = _RustTokenizer.from_str(tokenizer.to_str())
+        self._plain.encode_special_tokens = True
 
     @classmethod
     def from_file(cls, path: str | Path) -> "HfTokenizer":
@@ -51,9 +52,3 @@ class HfTokenizer:
     def token_id(self, text: str) -> int | None:
         """The id of a single token's text (e.g. a stop text), or None when it is not one token."""
         return self._full.token_to_id(text)
-
-
-def _without_added_tokens(tokenizer: _RustTokenizer) -> _RustTokenizer:
-    config = json.loads(tokenizer.to_str())
-    config["added_tokens"] = []
-    return _RustTokenizer.from_str(json.dumps(config))

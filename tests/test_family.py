@@ -12,7 +12,8 @@ from tests.dialects.official import DATA
 
 
 @pytest.mark.parametrize(("model_dir", "family"), [
-    ("glm-4.7-flash", "glm"), ("glm-5", "glm"), ("glm-5.1", "glm"), ("glm-5.2", "glm"), ("glm-4.5v", "glm"),
+    ("glm-4.7-flash", "glm-4.7"), ("glm-5", "glm-4.7"), ("glm-5.1", "glm-5.1"), ("glm-5.2", "glm-5.2"),
+    ("glm-4.5v", "glm-4.7"), ("glm-4-32b-0414", "glm"),
     ("deepseek-v3.1", "deepseek-v4"), ("deepseek-r1", "deepseek-v4"),
     ("qwen-2.5", "chatml"), ("qwen-3", "chatml"),
     ("deepseek-v4", None),   # DeepSeek ships V4's encoding as Python, no template: maya-ds4's default applies

@@ -159,7 +159,8 @@ class McpToolLoop:
                 yield Finished("tool_calls", usage)  # the client's calls end the turn, as without MCP
                 return
             try:
-                prepared = self.service.prepare(_continued(prepared.conversation, current.turns(outcomes)), settings)
+                prepared = await self.service.prepare_async(
+                    _continued(prepared.conversation, current.turns(outcomes)), settings)
             except MayaError as exc:  # e.g. the results no longer fit the context
                 yield Failed(exc, usage)
                 return

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from ..drain import answer_json, stream_frames
 from ..events import Failed, PipelineEvent
 from ..generation import GenerationService
-from ..http.body import BodyLimits, off_loop, read_json
+from ..http.body import BodyLimits, read_json
 from ..http.errors import error_response
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
@@ -42,7 +42,7 @@ def chat_router(
         tools = None
         if body.strata_mcp:
             conversation, tools = await offer_mcp_tools(hub, conversation)
-        prepared = await off_loop(large, lambda: service.prepare(conversation, settings))
+        prepared = await service.prepare_async(conversation, settings, large=large)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         assembler = ChatAssembler(model_name, include_usage=include_usage, mcp=bool(body.strata_mcp))
         gate = publish_gate(body, output_format)

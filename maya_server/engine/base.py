@@ -145,6 +145,9 @@ class Engine(ABC):
     """Why images are refused here and which setting would enable them (the 400's message)."""
     image_tokens: int = 0
     """Context positions one image takes (measured at start-up), for the context check before generation."""
+    blocking_tokenizer: bool = False
+    """Whether `tokenizer.encode` may wait on I/O (the embedded engine asks llama-server), so prompts are
+    prepared off the event loop."""
 
     async def generate(self, generation: Generation) -> AsyncIterator[EngineOutput]:
         """Stream the tokens of `generation` (and its `PromptProgress`), keeping `generation.stats` as they pass.

@@ -17,6 +17,15 @@ started it dies, which SIGKILL of Maya implies), checked against the parent
 pid right after, so a parent gone before the call still takes the child down;
 and its log is a pipe to Maya, so once Maya is gone its next write ends it
 (SIGPIPE). `stop()` sends SIGTERM, then SIGKILL after `STOP_GRACE_S`.
+
+Given only what it needs: the child's environment is `CHILD_ENVIRONMENT` of
+Maya's (where programs and libraries are, the locale, which GPUs), never the
+rest: Maya's own settings, `MAYA_API_KEYS` above all, and any `LLAMA_ARG_*`
+that would change llama-server's flags behind Maya's back.
+
+A child that dies while loading is reported for what it is, a crash of
+llama.cpp's, with its signal, its last log lines and what to try
+(`crash_advice`), never as a bad setting.
 """
 
 from __future__ import annotations
@@ -52,6 +61,12 @@ RESTART_DELAYS = (0.5, 10.0)
 STABLE_S = 30.0
 STOP_GRACE_S = 10.0
 LOG_TAIL_LINES = 40
+CHILD_ENVIRONMENT = (
+    "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH",
+    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GGML_VK_VISIBLE_DEVICES",
+    "ONEAPI_DEVICE_SELECTOR",
+)
+"""The variables of Maya's environment the child inherits; nothing else reaches it."""
 BASE_URL = "http://llama-server"
 """The URL httpx is given for the Unix socket (only the path part matters)."""
 _PR_SET_PDEATHSIG = 1
@@ -75,6 +90,8 @@ class LlamaServerOptions:
     gpu_layers: int | None = None
     cache_ram_mib: int = 2048
     mmproj: str | None = None
+    extra_args: tuple[str, ...] = ()
+    """The operator's own llama-server flags (`--engine-arg`), after Maya's."""
 
 
 class LlamaServerProcess:
@@ -190,14 +207,15 @@ class LlamaServerProcess:
             argv += ["--n-gpu-layers", str(o.gpu_layers)]
         if o.mmproj:
             argv += ["--mmproj", o.mmproj]
-        return argv
+        return argv + list(o.extra_args)
 
     def _wait_ready(self, process: subprocess.Popen) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S
         with httpx.Client(transport=self.transport(), base_url=BASE_URL, headers=self.headers(), timeout=2) as client:
             while time.monotonic() < deadline and not self._stopping.is_set():
                 if process.poll() is not None:
-                    self._failure = f"llama-server exited ({self._exit_text()}) while loading the model:\n" + self._tail_text()
+                    self._failure = (f"llama-server exited ({self._exit_text()}) while loading the model. "
+                                     f"Its last log lines:\n{self._tail_text()}{crash_advice(process.returncode)}")
                     return False
                 try:
                     if client.get("/health").status_code == 200:
@@ -239,9 +257,28 @@ class LlamaServerProcess:
         return "\n".join(list(self._tail)[-15:])
 
 
+def crash_advice(returncode: int | None) -> str:
+    """What to try after the child died by `returncode` while loading ("" for an ordinary exit, whose log says
+    why: a missing or unreadable model, too little memory)."""
+    if returncode is None or returncode >= 0:
+        return ""
+    if -returncode == signal.SIGILL:
+        return ("\nSIGILL: the binary uses an instruction this CPU lacks. It is built for the CPU that built it and "
+                "cached per CPU; delete ~/.cache/maya/llama-server-* (or MAYA_LLAMA_SERVER_CACHE) to rebuild it here.")
+    return ("\nThis is a crash inside llama.cpp, not a problem with Maya's settings. Try its generic CPU kernels with "
+            "--engine-arg=--no-repack (config key engine_args, MAYA_ENGINE_ARGS), or another llama-server flag the "
+            "same way; on a GPU try --gpu-layers 0 to rule the GPU out.")
+
+
+def child_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: `CHILD_ENVIRONMENT` taken from `environ` (Maya's own by default)."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in CHILD_ENVIRONMENT if name in environ}
+
+
 def _spawn(argv: list[str]) -> subprocess.Popen:
     return subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=child_environment(),
         start_new_session=True,  # a Ctrl-C in Maya's terminal is Maya's to handle, not the child's
         preexec_fn=_die_with_parent(os.getpid()),
     )

@@ -5,9 +5,21 @@ one registry a fresh machine is sure to reach) ships no binary of it, but the
 llama-cpp-python sdist carries llama.cpp's source (`vendor/llama.cpp`). So the
 first `make serve` or `make test` downloads that sdist with pip and builds the
 one `llama-server` target (about 5 minutes on two cores), printing its progress.
-The binary is kept under `~/.cache/maya/llama-server-VERSION/` (override the
-root with `MAYA_LLAMA_SERVER_CACHE`), keyed by the pinned version; later runs
-find it there. Concurrent builders take turns on a lock file.
+The binary is kept under `~/.cache/maya/llama-server-VERSION-KEY/` (override the
+root with `MAYA_LLAMA_SERVER_CACHE`); later runs find it there. Concurrent
+builders take turns on a lock file.
+
+Which CPU code it may run. ggml builds for the machine it is built on
+(`-march=native`), which is the fastest choice, with one exception: its AMX
+kernels (Intel Sapphire Rapids and later) crashed llama-server with SIGSEGV
+while it loaded a model on a Sapphire Rapids VM, so every AMX instruction set is
+switched off at compile time (`AVOIDED_CPU_FEATURES`, handed to the compiler as
+`-mno-…`; an explicit `-mno-` wins over what `-march=native` implies). The
+safety is then a property of the build's command line, which a test checks on
+any machine, not of the CPU the tests happened to run on. Because a native
+binary may use instructions another CPU lacks, the cache KEY hashes the CPU's
+feature flags with the build options: a home directory moved to another
+machine rebuilds instead of dying with SIGILL.
 
     python -m maya_server.engine.llama_server_build    # prints the binary's path, building it if needed
 """
@@ -15,7 +27,9 @@ find it there. Concurrent builders take turns on a lock file.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -39,16 +53,46 @@ CMAKE_OPTIONS = (
     "-DLLAMA_BUILD_UI=OFF",
     "-DLLAMA_USE_PREBUILT_UI=OFF",  # on by default: it would fetch the web UI from a hub at build time
     "-DLLAMA_OPENSSL=OFF",  # Maya talks to its child over a private socket; no TLS needed
+    "-DGGML_NATIVE=ON",  # the build machine's instruction sets, less AVOIDED_CPU_FEATURES
 )
+AVOIDED_CPU_FEATURES = ("amx-tile", "amx-int8", "amx-bf16")
+"""x86 instruction sets ggml must not use whatever the CPU offers: its AMX path crashed on a Sapphire Rapids VM."""
 _PROGRESS = re.compile(r"^\[\s*(\d+)%\]|^\[(\d+)/(\d+)\]")
 """cmake's Makefile progress (`[ 42%] Building …`) or Ninja's (`[12/345] …`)."""
 PROGRESS_STEP = 10
 
 
+def cmake_options() -> tuple[str, ...]:
+    """The configure options: `CMAKE_OPTIONS`, plus compiler flags that switch off `AVOIDED_CPU_FEATURES` on x86."""
+    if not _is_x86():
+        return CMAKE_OPTIONS
+    flags = " ".join(f"-mno-{feature}" for feature in AVOIDED_CPU_FEATURES)
+    return (*CMAKE_OPTIONS, f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}")
+
+
 def cached_binary() -> Path:
-    """Where the binary lives once built (it may not exist yet), keyed by the pinned version."""
+    """Where the binary lives once built (it may not exist yet): keyed by the pinned version, the build options
+    and this CPU's features, so a native binary is never run on a CPU it was not built for."""
     root = os.environ.get("MAYA_LLAMA_SERVER_CACHE") or str(Path.home() / ".cache" / "maya")
-    return Path(root) / f"llama-server-{LLAMA_CPP_SOURCE_VERSION}" / BINARY_NAME
+    key = hashlib.sha256("\n".join([*cmake_options(), _cpu_features()]).encode()).hexdigest()[:12]
+    return Path(root) / f"llama-server-{LLAMA_CPP_SOURCE_VERSION}-{key}" / BINARY_NAME
+
+
+def _is_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+
+def _cpu_features() -> str:
+    """The CPU's feature flags (Linux's /proc/cpuinfo), else the machine's name."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                name, _, value = line.partition(":")
+                if name.strip() in ("flags", "Features"):
+                    return " ".join(sorted(value.split()))
+    except OSError:
+        pass
+    return platform.machine()
 
 
 def ensure_binary() -> Path:
@@ -75,7 +119,7 @@ def _build(binary: Path) -> None:
         source = _fetch_source(LLAMA_CPP_SOURCE_VERSION, work_dir)
         build = work_dir / "build"
         _say("configuring llama-server (cmake)")
-        _run(["cmake", "-S", str(source), "-B", str(build), *_generator(), *CMAKE_OPTIONS])
+        _run(["cmake", "-S", str(source), "-B", str(build), *_generator(), *cmake_options()])
         jobs = str(os.cpu_count() or 2)
         _say(f"compiling llama-server with {jobs} jobs (about 5 minutes on two cores; cached afterwards)")
         _run(["cmake", "--build", str(build), "--target", BINARY_NAME, "--config", "Release", "-j", jobs],

@@ -4,19 +4,23 @@ llama-server does the token work (continuous batching over `slots` sequences,
 a prompt cache that keeps idle conversations' KV in RAM, slot reuse by prompt
 similarity); Maya drives it with the upstream engine's code, token-id prompts
 to its completion endpoint, so the laptop path and the remote llama-server
-path are one path. Maya keeps the tokenizer: built from the GGUF's vocabulary
-(or `--tokenizer DIR`) and checked against llama-server's own `/tokenize` at
-start-up, so renders are exact token for token. The child process itself
-(private socket, restarts, no orphans) is `llama_server.py`.
+path are one path. llama-server splits text into tokens (`llama_tokenizer.py`:
+exact for every GGUF llama.cpp loads), Maya places the control tokens by id and
+decodes generated ids with the GGUF's own vocabulary; a start-up self-check
+holds both against llama-server's `/tokenize`. The family comes from the GGUF's
+own `tokenizer.chat_template` (llama-server's `/props` would report its ChatML
+fallback for a file without one). The child process itself (private socket,
+restarts, no orphans) is `llama_server.py`.
 
 With `--mmproj FILE` the child loads the model's multimodal projector and takes
 images (the upstream engine's vision path); the context one image takes is
 measured at start-up.
 
-Start-up order: read the GGUF header (training context, vocabulary), start the
-child with `slots × ctx`, probe it (`/v1/models`, `/props`: slots, per-slot
-context, chat template), check the tokenizer, then serve. Every failure on the
-way is a `ConfigError` (the CLI exits 2) and leaves no child behind.
+Start-up order: read the GGUF header (training context, vocabulary, chat
+template), start the child with `slots × ctx`, probe it (`/v1/models`,
+`/props`: slots, per-slot context), check the tokenizer, then serve. A setting
+that fails is a `ConfigError`, a child that dies while loading an
+`EngineStartError` (the CLI exits 2 on either); neither leaves a child behind.
 """
 
 from __future__ import annotations
@@ -29,15 +33,16 @@ from typing import Iterator
 import httpx
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..errors import ConfigError, EngineStartError, UpstreamError
+from ..errors import ConfigError, UnsupportedVocabulary, UpstreamError
 from ..family import family_from_template
 from ..gguf_metadata import read_gguf_metadata, training_context
-from ..gguf_tokenizer import UnsupportedVocabulary, gguf_tokenizer
+from ..gguf_vocabulary import GgufVocabulary
 from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
 from .base import DEFAULT_CTX
 from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary
+from .llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
 from .upstream import UpstreamEngine
 from .upstream_probe import measure_image_tokens, probe_upstream
 
@@ -47,8 +52,10 @@ TOKENIZER_PROBES = (
     "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n<|im_start|>assistant\n",
     "Numbers 1234567 and   spaces,\ttabs\n\nünïcödé, 日本語, emoji 🎉🐉. <tool_call>{\"a\": [1, 2]}</tool_call>",
     "[gMASK]<sop><|user|>\ncode: def f(x):\n    return x ** 2  # ok<|assistant|><think></think>",
+    "<｜begin▁of▁sentence｜>You help.<｜User｜>Hi <think>x</think> ｜DSML｜<｜Assistant｜></think>Yes.<｜end▁of▁sentence｜>",
 )
-"""Texts our tokenizer must split exactly as llama-server does (special-token parsing on and off)."""
+"""Texts our tokenizer must split exactly as llama-server does (special-token parsing on and off), and whose
+ids our vocabulary must decode back to the text."""
 
 
 @dataclass(frozen=True)
@@ -65,56 +72,67 @@ class EmbeddedOptions:
     cache_ram_mib: int = 2048
     mmproj: str | None = None
     tokenizer_dir: str | None = None
-    """A model directory whose `tokenizer.json` replaces the tokenizer built from the GGUF's vocabulary."""
+    """A model directory whose `tokenizer.json` replaces llama-server's own tokenizer."""
     read_timeout: float = 600.0
+    tokenize_cache_mib: int = 64
+    """The bound of the cache of prompt runs' token ids (`TokenCache`)."""
+    extra_args: tuple[str, ...] = ()
+    """The operator's own llama-server flags."""
 
 
 class LlamaCppEngine(UpstreamEngine):
     name = "llamacpp"
 
-    def __init__(self, process: LlamaServerProcess, tokenizer: Tokenizer, info, *, read_timeout: float) -> None:
+    def __init__(self, process: LlamaServerProcess, tokenizer: Tokenizer, info, *, read_timeout: float,
+                 chat_template: str | None) -> None:
         super().__init__(BASE_URL, tokenizer, info, slots=info.slots or process.options.slots,
                          context_size=info.context_size or process.options.ctx, key=process.api_key,
                          read_timeout=read_timeout, uds=process.socket_path)
         self.process = process
         self.model_path = process.options.model
-        self.template_family = family_from_template(info.chat_template)
+        self.template_family = family_from_template(chat_template)
+        self.blocking_tokenizer = isinstance(tokenizer, LlamaServerTokenizer)
         if not self.accepts_images:
             self.images_refusal = ("no multimodal projector is configured; start Maya with --mmproj FILE "
                                    "(config key mmproj, MAYA_MMPROJ), the model's mmproj GGUF")
 
     @classmethod
     def start(cls, options: EmbeddedOptions) -> "LlamaCppEngine":
-        """Start the child and check it; any failure is a one-line `ConfigError` naming the setting (`model`,
-        `mmproj`, `tokenizer`, `engine`) that failed, and leaves no child behind."""
+        """Start the child and check it. A setting that fails is a one-line `ConfigError` naming it (`model`,
+        `mmproj`, `tokenizer`, `engine`); a child that dies while loading is an `EngineStartError` with its
+        signal, last log lines and what to try. Either way no child is left behind."""
         if options.mmproj is not None and not Path(options.mmproj).is_file():
             raise ConfigError("mmproj", f"no such file: {options.mmproj}")
         metadata = _metadata(options.model)
-        tokenizer = _tokenizer(options.tokenizer_dir, metadata)
+        vocabulary = _vocabulary(metadata)
         ctx = options.ctx or training_context(metadata) or DEFAULT_CTX
         process = LlamaServerProcess(LlamaServerOptions(
             binary=_binary(), model=options.model, slots=options.slots, ctx=ctx, threads=options.threads,
             gpu_layers=options.gpu_layers, cache_ram_mib=options.cache_ram_mib, mmproj=options.mmproj,
+            extra_args=options.extra_args,
         ))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
                  Path(options.model).name, options.slots, ctx,
                  "--ctx" if options.ctx else "the model's training context", options.cache_ram_mib)
+        process.start()  # an EngineStartError has stopped the child already
+        client = httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(), timeout=30)
         try:
-            process.start()
-            with httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(),
-                              timeout=30) as client:
-                info = probe_upstream(client)
-                check_tokenizer(tokenizer, client)
-                image_tokens = measure_image_tokens(client, info.media_marker) if info.vision else 0
-            engine = cls(process, tokenizer, info, read_timeout=options.read_timeout)
+            info = probe_upstream(client)
+            tokenizer: Tokenizer = (
+                HfTokenizer.from_model_dir(options.tokenizer_dir) if options.tokenizer_dir is not None
+                else LlamaServerTokenizer(vocabulary, client, TokenCache(options.tokenize_cache_mib << 20)))
+            check_tokenizer(tokenizer, vocabulary, client)
+            image_tokens = measure_image_tokens(client, info.media_marker) if info.vision else 0
+            engine = cls(process, tokenizer, info, read_timeout=options.read_timeout,
+                         chat_template=_text(metadata.get("tokenizer.chat_template")))
             engine.image_tokens = image_tokens
             return engine
-        except EngineStartError as exc:
-            raise ConfigError("model", str(exc)) from None
         except UpstreamError as exc:
+            client.close()
             process.stop()
             raise ConfigError("engine", f"llama-server started but {exc.message}") from None
         except ConfigError:
+            client.close()
             process.stop()
             raise
 
@@ -122,22 +140,41 @@ class LlamaCppEngine(UpstreamEngine):
         return {**super().describe(), "model_path": self.model_path, "process": self.process.describe()}
 
     def metric_collectors(self) -> list:
-        return [*super().metric_collectors(), LlamaServerCollector(self.process)]
+        collectors = [*super().metric_collectors(), LlamaServerCollector(self.process)]
+        if isinstance(self.tokenizer, LlamaServerTokenizer):
+            collectors.append(TokenCacheCollector(self.tokenizer.cache))
+        return collectors
 
     def shutdown(self) -> None:
+        if isinstance(self.tokenizer, LlamaServerTokenizer):
+            self.tokenizer.close()
         self.process.stop()
 
 
-def check_tokenizer(tokenizer: Tokenizer, client: httpx.Client) -> None:
-    """Our ids must be llama-server's ids; a mismatch would make every prompt subtly wrong."""
+def check_tokenizer(tokenizer: Tokenizer, vocabulary: GgufVocabulary, client: httpx.Client) -> None:
+    """Compare like with like, on `TOKENIZER_PROBES`: the ids Maya renders must be llama-server's (special-token
+    parsing on and off alike), the vocabulary must place each special token llama-server finds at its id, and
+    decoding llama-server's ids must give the text back. Any slip would make every prompt or answer subtly wrong."""
     for text in TOKENIZER_PROBES:
         for special in (True, False):
-            response = client.post("/tokenize", json={"content": text, "add_special": False, "parse_special": special})
-            if response.status_code != 200:
-                raise UpstreamError(f"its /tokenize answered HTTP {response.status_code}")
-            if tokenizer.encode(text, special=special) != response.json().get("tokens"):
-                raise ConfigError("tokenizer", "Maya's tokenizer splits text differently from llama-server's; "
-                                               "give --tokenizer DIR, the model's directory with its tokenizer.json")
+            theirs = _engine_ids(client, text, special)
+            if tokenizer.encode(text, special=special) != theirs:
+                raise ConfigError("tokenizer", "the tokenizer of --tokenizer DIR splits text differently from "
+                                               "llama-server's; drop --tokenizer to use llama-server's own")
+            for token_id in filter(vocabulary.is_special, theirs):
+                piece = vocabulary.piece(token_id).decode("utf-8", errors="replace")
+                if vocabulary.special_id(piece) != token_id:
+                    raise ConfigError("model", f"the GGUF's vocabulary names two tokens {piece!r}")
+            if tokenizer.decode(theirs).removeprefix(" ") != text:
+                # a SentencePiece vocabulary writes the space llama.cpp puts before a text's first word
+                raise ConfigError("model", "Maya decodes this GGUF's vocabulary differently from llama-server")
+
+
+def _engine_ids(client: httpx.Client, text: str, special: bool) -> list[int]:
+    response = client.post("/tokenize", json={"content": text, "add_special": False, "parse_special": special})
+    if response.status_code != 200:
+        raise UpstreamError(f"its /tokenize answered HTTP {response.status_code}")
+    return response.json().get("tokens")
 
 
 class LlamaServerCollector:
@@ -160,13 +197,15 @@ def _metadata(model: str) -> dict:
         raise ConfigError("model", str(exc)) from None
 
 
-def _tokenizer(tokenizer_dir: str | None, metadata: dict) -> Tokenizer:
-    if tokenizer_dir is not None:
-        return HfTokenizer.from_model_dir(tokenizer_dir)
+def _vocabulary(metadata: dict) -> GgufVocabulary:
     try:
-        return gguf_tokenizer(metadata)
+        return GgufVocabulary(metadata)
     except UnsupportedVocabulary as exc:
-        raise ConfigError("tokenizer", str(exc)) from None
+        raise ConfigError("model", str(exc)) from None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _binary() -> Path:

@@ -20,7 +20,7 @@ from ..drain import answer_json, stream_frames
 from ..errors import InvalidRequestError, MayaError
 from ..events import Failed, PipelineEvent, Usage
 from ..generation import GenerationService, GenerationSettings, PreparedGeneration
-from ..http.body import BodyLimits, off_loop, read_json
+from ..http.body import BodyLimits, read_json
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
@@ -53,8 +53,7 @@ def responses_router(
         prepared = None  # a background job with images: its worker loads them and prepares
         if not (body.background and image_parts(conversation)):
             conversation = await service.load_images(conversation)
-            prepared = await off_loop(large, lambda: service.prepare(conversation, settings,
-                                                                     context_param="input"))
+            prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
         # a full queue is a 429 here, before any byte of a stream; an admitted background job
         # takes its place when a worker starts it, and waits however full the queue is
         admission = None if body.background else service.admit()
@@ -103,7 +102,7 @@ async def _in_worker(service: GenerationService, conversation: Conversation, set
     if prepared is None:
         try:
             conversation = await service.load_images(conversation)
-            prepared = service.prepare(conversation, settings, context_param="input")
+            prepared = await service.prepare_async(conversation, settings, context_param="input")
         except MayaError as exc:
             yield Failed(exc, Usage(0, 0, 0, 0))
             return

@@ -32,7 +32,7 @@ def test_special_flag_decides_control_tokens(model_files):
     user_id = tokenizer.token_id("<|user|>")
     assert tokenizer.encode("<|user|>", special=True) == [user_id]
     assert user_id not in tokenizer.encode("<|user|>", special=False)
-    assert tokenizer.token_id("<tool_call>") not in tokenizer.encode("<tool_call>", special=False)
+    assert tokenizer.encode("<tool_call>", special=False) == [tokenizer.token_id("<tool_call>")]  # not special
     assert tokenizer.token_id("not one token") is None
     assert tokenizer.decode(tokenizer.encode("a <|user|> b", special=True)) == "a <|user|> b"
 

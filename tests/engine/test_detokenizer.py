@@ -1,4 +1,6 @@
-"""The incremental detokenizer over random mixes of the hard cases: its pieces always join to the whole decode."""
+"""The incremental detokenizer over random mixes of the hard cases: its pieces always join to the whole decode.
+
+Decoding is the embedded engine's: the GGUF's own vocabulary (`GgufVocabulary`), ids from SmolLM2's tokenizer."""
 
 from __future__ import annotations
 
@@ -9,14 +11,30 @@ import pytest
 from maya_server.config import default_model_path
 from maya_server.engine.detokenizer import IncrementalDetokenizer
 from maya_server.gguf_metadata import read_gguf_metadata
-from maya_server.gguf_tokenizer import gguf_tokenizer
+from maya_server.gguf_vocabulary import GgufVocabulary
+
+from tests.gguf_model_dir import smollm2_tokenizer
 
 PIECES = list("abc XYZ  \n\t日本語ünï🎉🐉,.-_") + ["<|im_start|>", "<|im_end|>", " the", "12345", "  "]
 
 
+class VocabularyDecoding:
+    """SmolLM2's ids, decoded by the GGUF's vocabulary as the embedded engine decodes them."""
+
+    def __init__(self) -> None:
+        self._ids = smollm2_tokenizer()
+        self._vocabulary = GgufVocabulary(read_gguf_metadata(default_model_path()))
+
+    def encode(self, text, *, special):
+        return self._ids.encode(text, special=special)
+
+    def decode(self, ids):
+        return self._vocabulary.decode(ids)
+
+
 @pytest.fixture(scope="module")
 def tokenizer():
-    return gguf_tokenizer(read_gguf_metadata(default_model_path()))
+    return VocabularyDecoding()
 
 
 @pytest.mark.parametrize("seed", range(4))

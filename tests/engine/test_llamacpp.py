@@ -88,15 +88,25 @@ def test_our_render_is_exactly_what_llama_server_makes_of_the_template(maya):
 
 
 def test_a_tokenizer_that_disagrees_with_llama_server_stops_start_up(maya):
+    ours = maya.engine.tokenizer
+
     class OffByOne:
         def encode(self, text, *, special):
-            return [i + 1 for i in maya.engine.tokenizer.encode(text, special=special)]
+            return [i + 1 for i in ours.encode(text, special=special)]
+
+    class MisreadsBytes:
+        encode = staticmethod(ours.encode)
+
+        def decode(self, ids):
+            return ours.decode(ids).replace("é", "e")
 
     with child_http(maya.engine) as child:
-        check_tokenizer(maya.engine.tokenizer, child)  # ours agrees
-        with pytest.raises(ConfigError) as caught:
-            check_tokenizer(OffByOne(), child)
-    assert caught.value.name == "tokenizer"
+        check_tokenizer(ours, ours.vocabulary, child)  # ours agrees
+        with pytest.raises(ConfigError) as split:
+            check_tokenizer(OffByOne(), ours.vocabulary, child)
+        with pytest.raises(ConfigError) as decoded:
+            check_tokenizer(MisreadsBytes(), ours.vocabulary, child)
+    assert split.value.name == "tokenizer" and decoded.value.name == "model"
 
 
 @pytest.fixture

@@ -1,0 +1,149 @@
+"""The family test models (tests/family_models.py) are what llama.cpp makes of the real models' tokenizers.
+
+Each file is loaded in the real llama-server (built by maya_server/engine/llama_server_build.py):
+it must load, report the chat template written into it (or llama.cpp's ChatML
+fallback when none was), carry the converter's pre-tokenizer name and special
+ids, and tokenize exactly as the family's HF tokenizer.json does, special
+tokens included; its detokenizer must give the text back.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import gguf
+import pytest
+from tokenizers import Tokenizer
+
+from tests.family_models import CHECK_TEXT, FAMILY_MODELS, family_chat_template, family_model, hf_tokenizer
+from tests.llama_server import LlamaServer
+
+pytestmark = pytest.mark.slow
+
+CHATML_FALLBACK = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\n' -}}\n"
+    "{%- endif -%}"
+)
+"""llama.cpp's CHATML_TEMPLATE_SRC (common/chat.cpp): what /props reports for a model with no template."""
+
+# What llama.cpp's converter writes for the real models (see the docstring of tests/family_models.py).
+_GLM = {"pre": "glm4", "n_vocab": 154880, "bos": 154822, "eos": 154820, "eot": 154827, "eom": 154829,
+        "unk": 154820, "pad": 154820, "add_bos": False, "add_eos": False}
+_DEEPSEEK_V4 = {"pre": "joyai-llm", "n_vocab": 129280, "bos": 0, "eos": 1, "pad": 1, "add_bos": False, "add_eos": False}
+EXPECTED = {
+    "glm-5.1": _GLM,
+    "glm-4.7-flash": _GLM,
+    "deepseek-v4": _DEEPSEEK_V4,
+    "deepseek-v4-notemplate": _DEEPSEEK_V4,
+    "qwen3": {"pre": "qwen2", "n_vocab": 151936, "bos": 151643, "eos": 151645, "pad": 151643,
+              "add_bos": False, "add_eos": False},
+    "llama3": {"pre": "llama-bpe", "n_vocab": 128256, "bos": 128000, "eos": 128001, "pad": 128001,
+               "add_bos": False, "add_eos": False},
+}
+_ID_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "eot": "eot_token_id", "eom": "eom_token_id",
+            "unk": "unknown_token_id", "pad": "padding_token_id"}
+
+COMMON_TEXTS = [
+    "Hello, world!",
+    "  leading, internal   and trailing spaces   \n\n\n\ttabs\t\tand\r\nCRLF\n",
+    "digits 7 42 123 1234 1234567 3.14159 2024-06-01 0x1F 1e-9",
+    "中文混合English文本，日本語のテキストとカタカナ、한국어 텍스트",
+    "emoji 🚀🦙🦙 😶\u200d🌫️ ✅ 👩🏽\u200d💻 flags 🇫🇷",
+    "I've been 'told he's there, 'RE you sure? We'Ve a'lL",
+    "def f(x):\n    return {'a': [x ** 2, None]}  # comment\n\n",
+    "Ünïcödé çàfé naïve — “quotes” … ½ ∑ ≠",
+    CHECK_TEXT,
+]
+FAMILY_TEXTS = {
+    "glm": [
+        "[gMASK]<sop><|user|>\nhi<|assistant|><think>",
+        "[gMASK]<sop><|system|>\nYou are helpful.<|user|>\nWhat is 2+2?<|assistant|>\n<think>hmm</think>4<|endoftext|>",
+        "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call><|observation|>"
+        "<tool_response>{\"t\": 21}</tool_response>/nothink",
+    ],
+    "deepseek": [
+        "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜><think>",
+        "<｜begin▁of▁sentence｜>sys<｜User｜>2+2?<｜Assistant｜></think>4<｜end▁of▁sentence｜>",
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+        "｜DSML｜<dsml:invoke name=\"get_weather\">x</dsml:invoke><｜/table>｜",
+    ],
+    "qwen": [
+        "<|im_start|>user\nhi<|im_end|>",
+        "<|im_start|>system\nsys<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello<|im_end|><|endoftext|>",
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call><tool_response>ok</tool_response>",
+    ],
+    "llama": [
+        "<｜begin▁of▁sentence｜><｜User｜>hi<｜Assistant｜><think>\n",
+        "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><｜end▁of▁sentence｜>",
+    ],
+}
+
+
+def _texts(name: str) -> list[str]:
+    family = next(key for key in FAMILY_TEXTS if name.startswith(key))
+    return FAMILY_TEXTS[family] + COMMON_TEXTS
+
+
+@pytest.fixture(scope="module", params=FAMILY_MODELS)
+def model(request, tmp_path_factory):
+    """(name, GGUF path, the llama-server on it): one server per model, started once."""
+    name = request.param
+    path = family_model(name)
+    log = tmp_path_factory.mktemp("llama-server") / f"{name}.log"
+    try:
+        server = LlamaServer(str(path), ctx=2048, parallel=1, threads=2, log_path=log)
+    except RuntimeError as exc:
+        raise AssertionError(f"llama-server did not load {name}: {exc}\n{log.read_text(errors='replace')[-4000:]}")
+    yield name, path, server
+    server.stop()
+
+
+@functools.lru_cache(maxsize=1)
+def _hf(name: str) -> Tokenizer:
+    return hf_tokenizer(name)
+
+
+def test_it_loads_with_the_template_written(model):
+    name, _path, server = model
+    with server.http() as client:
+        assert client.get("/health").status_code == 200
+        props = client.get("/props").json()
+    expected = family_chat_template(name)
+    assert props["chat_template"] == (CHATML_FALLBACK if expected is None else expected)
+
+
+def test_metadata_is_the_converters(model):
+    name, path, _server = model
+    fields = gguf.GGUFReader(path).fields
+    expected = EXPECTED[name]
+    assert fields["tokenizer.ggml.model"].contents() == "gpt2"
+    assert fields["tokenizer.ggml.pre"].contents() == expected["pre"]
+    assert len(fields["tokenizer.ggml.tokens"].data) == expected["n_vocab"]
+    for kind, key in _ID_KEYS.items():
+        got = fields[f"tokenizer.ggml.{key}"].contents() if f"tokenizer.ggml.{key}" in fields else None
+        assert got == expected.get(kind), kind
+    assert bool(fields["tokenizer.ggml.add_bos_token"].contents()) is expected["add_bos"]
+    assert bool(fields["tokenizer.ggml.add_eos_token"].contents()) is expected["add_eos"]
+    assert ("tokenizer.chat_template" in fields) == (family_chat_template(name) is not None)
+
+
+def test_tokenize_matches_hf(model):
+    name, _path, server = model
+    hf = _hf(name)
+    with server.http() as client:
+        for text in _texts(name):
+            got = client.post("/tokenize", json={"content": text, "parse_special": True, "add_special": False}).json()
+            assert got["tokens"] == hf.encode(text, add_special_tokens=False).ids, text
+
+
+def test_detokenize_gives_the_text_back(model):
+    name, _path, server = model
+    hf = _hf(name)
+    with server.http() as client:
+        for text in _texts(name):
+            ids = hf.encode(text, add_special_tokens=False).ids
+            assert client.post("/detokenize", json={"tokens": ids}).json()["content"] == text, text
