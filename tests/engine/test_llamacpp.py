@@ -109,6 +109,36 @@ def test_a_tokenizer_that_disagrees_with_llama_server_stops_start_up(maya):
     assert split.value.name == "tokenizer" and decoded.value.name == "model"
 
 
+def test_a_resent_history_asks_llama_server_only_for_what_is_new(maya):
+    cache = maya.engine.tokenizer.cache
+    history = [{"role": "system", "content": "You are terse."},
+               {"role": "user", "content": "Name a colour. " * 40}]
+    client = maya.client()
+    first = client.chat.completions.create(model="m", messages=history, temperature=0, max_tokens=4)
+    misses = cache.misses
+    history += [{"role": "assistant", "content": first.choices[0].message.content},
+                {"role": "user", "content": "Another one."}]
+    second = client.chat.completions.create(model="m", messages=history, temperature=0, max_tokens=4)
+    assert cache.misses - misses == 2                 # the new assistant and user texts; the rest was kept
+    assert second.usage.prompt_tokens > first.usage.prompt_tokens
+    metrics = maya.http().get("/metrics/prometheus").text
+    assert "maya:tokenize_cache_hits_total" in metrics and "maya:tokenize_cache_limit_bytes 6.7108864e+07" in metrics
+
+
+def test_the_child_gets_the_operators_flags_and_none_of_mayas_secrets(monkeypatch):
+    monkeypatch.setenv("MAYA_API_KEYS", "sk-never-in-the-child")
+    monkeypatch.setenv("LLAMA_ARG_N_PREDICT", "1")   # would cut every answer to one token behind Maya's back
+    with embedded_server(ctx=512, slots=1, engine_args=("--no-repack",)) as server:
+        pid = server.engine.process.pid
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        reply = server.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": STORY}], temperature=0, max_tokens=8)
+    assert b"--no-repack" in argv
+    assert b"sk-never-in-the-child" not in environ and b"LLAMA_ARG_" not in environ and b"PATH=" in environ
+    assert reply.usage.completion_tokens == 8
+
+
 @pytest.fixture
 def one_slot():
     with embedded_server(ctx=2048, slots=1) as server:
