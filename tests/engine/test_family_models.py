@@ -58,7 +58,7 @@ TOKEN_TYPES = {
                     "<dsml:": USER_DEFINED, "<｜/table>｜": USER_DEFINED, "Ġhello": NORMAL},
     "qwen3": {"<|im_start|>": CONTROL, "<|im_end|>": CONTROL, "<|fim_prefix|>": CONTROL, "<tool_call>": USER_DEFINED,
               "<think>": USER_DEFINED, "[PAD151669]": UNUSED, "[PAD151935]": UNUSED, "Ġhello": NORMAL},
-    "llama3": {"<｜begin▁of▁sentence｜>": CONTROL, "<｜User｜>": CONTROL, "<|reserved_special_token_5|>": CONTROL,
+    "llama3": {"<｜begin▁of▁sentence｜>": CONTROL, "<｜User｜>": CONTROL, "<|reserved_special_token_2|>": CONTROL, "<|eot_id|>": CONTROL,
                "<think>": USER_DEFINED, "</think>": USER_DEFINED, "Ġhello": NORMAL},
 }
 """Token types the converter gives (CONTROL: special or special-looking added tokens; USER_DEFINED: other added ones)."""

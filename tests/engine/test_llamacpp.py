@@ -27,7 +27,7 @@ from maya_server.engine.llama_server import LlamaServerOptions, LlamaServerProce
 from maya_server.errors import ConfigError, EngineStartError
 from maya_server.engine.llamacpp import check_tokenizer
 
-from tests.embedded import child_http, embedded_server, process_gone
+from tests.embedded import child_http, embedded_server, process_gone, start_cli
 from tests.llama_server import free_port
 from tests.server import wait_for
 
@@ -204,25 +204,8 @@ def test_a_child_killed_mid_chat_stream_ends_it_with_an_error(one_slot):
 
 # The `maya` command itself, as a user runs it.
 
-def _start_cli(*args: str, tmp_path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    log = open(tmp_path / "maya.log", "wb")
-    process = subprocess.Popen([sys.executable, "-m", "maya_server", "--port", str(port), *args],
-                               stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        assert process.poll() is None, (tmp_path / "maya.log").read_text()
-        try:
-            return httpx.get(url + "/health", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-    assert wait_for(healthy, timeout=120)
-    return process, url
-
-
 def test_maya_with_no_flags_answers_in_content_and_sigterm_stops_both(tmp_path):
-    process, url = _start_cli(tmp_path=tmp_path)
+    process, url = start_cli(tmp_path=tmp_path)
     try:
         status = httpx.get(url + "/v1/status").json()
         assert status["family"] == "chatml"                      # from SmolLM2's template, not maya's glm default
@@ -245,7 +228,7 @@ def test_maya_with_no_flags_answers_in_content_and_sigterm_stops_both(tmp_path):
 
 
 def test_sigkill_of_maya_takes_the_child_down(tmp_path):
-    process, url = _start_cli("--ctx", "512", "--slots", "1", tmp_path=tmp_path)
+    process, url = start_cli("--ctx", "512", "--slots", "1", tmp_path=tmp_path)
     try:
         child = httpx.get(url + "/v1/status").json()["engine"]["process"]["pid"]
         assert not process_gone(child)
