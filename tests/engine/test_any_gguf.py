@@ -14,6 +14,8 @@ without one) and Qwen3. What they say is noise; what is checked is everything Ma
 
 from __future__ import annotations
 
+import random
+
 import httpx
 import openai
 import pytest
@@ -120,3 +122,26 @@ def test_client_text_spelling_control_tokens_stays_text(served):
     ids = prompt.token_ids(engine.tokenizer)
     assert [i for i in ids if i in control] == [i for i in placed if i in control]
     assert engine.tokenizer.decode(ids) == prompt.text
+
+
+def test_generated_ids_decode_as_llama_server_decodes_them(served):
+    """Every control and added token, and a sample of ordinary ones, decodes to llama-server's own text for it
+    (`/detokenize` renders special tokens), so the parsers see reasoning and tool tags exactly."""
+    model, engine, dialect = served
+    vocabulary = engine.tokenizer.vocabulary
+    ordinary = random.Random(5).sample(range(len(vocabulary)), 400)
+    ids = [i for i in range(len(vocabulary)) if vocabulary.is_special(i)]
+    ids += [i for i in ordinary if not vocabulary.is_special(i) and _whole_characters(vocabulary.piece(i))]
+    assert len(ids) > 300
+    with child_http(engine) as child:
+        for token_id in ids:
+            theirs = child.post("/detokenize", json={"tokens": [token_id]}).json()["content"]
+            assert vocabulary.decode([token_id]) == theirs, token_id
+
+
+def _whole_characters(piece: bytes) -> bool:
+    try:
+        piece.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

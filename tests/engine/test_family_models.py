@@ -2,9 +2,12 @@
 
 Each file is loaded in the real llama-server (built by maya_server/engine/llama_server_build.py):
 it must load, report the chat template written into it (or llama.cpp's ChatML
-fallback when none was), carry the converter's pre-tokenizer name and special
-ids, and tokenize exactly as the family's HF tokenizer.json does, special
-tokens included; its detokenizer must give the text back.
+fallback when none was), carry the converter's pre-tokenizer name, token types
+and special ids, tokenize exactly as the family's HF tokenizer.json does,
+special tokens included, detokenize back to the text, and end a generation on
+exactly the tokens a real GGUF of the family ends on. One llama-server per
+model (about 5 s each with the files cached; the first run builds them, ~20 s
+in all, plus one `pip download` of llama.cpp's source for DeepSeek-V4's template).
 """
 
 from __future__ import annotations
@@ -58,14 +61,27 @@ TOKEN_TYPES = {
                     "<dsml:": USER_DEFINED, "<｜/table>｜": USER_DEFINED, "Ġhello": NORMAL},
     "qwen3": {"<|im_start|>": CONTROL, "<|im_end|>": CONTROL, "<|fim_prefix|>": CONTROL, "<tool_call>": USER_DEFINED,
               "<think>": USER_DEFINED, "[PAD151669]": UNUSED, "[PAD151935]": UNUSED, "Ġhello": NORMAL},
-    "llama3": {"<｜begin▁of▁sentence｜>": CONTROL, "<｜User｜>": CONTROL, "<|reserved_special_token_2|>": CONTROL, "<|eot_id|>": CONTROL,
-               "<think>": USER_DEFINED, "</think>": USER_DEFINED, "Ġhello": NORMAL},
+    "llama3": {"<｜begin▁of▁sentence｜>": CONTROL, "<｜User｜>": CONTROL, "<|eot_id|>": CONTROL,
+               "<|reserved_special_token_2|>": CONTROL, "<think>": USER_DEFINED, "</think>": USER_DEFINED,
+               "Ġhello": NORMAL},
 }
-"""Token types the converter gives (CONTROL: special or special-looking added tokens; USER_DEFINED: other added ones)."""
+"""Token types the converter gives (CONTROL: special or special-looking added tokens; USER_DEFINED: other
+added ones; UNUSED: the [PAD…] fill up to config.json's vocab_size)."""
 
 _ID_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "eot": "eot_token_id", "eom": "eom_token_id",
             "unk": "unknown_token_id", "pad": "padding_token_id"}
 
+END_OF_GENERATION = {
+    # family: (tokens that end a generation in llama-server, control tokens that do not)
+    "glm": (["<|endoftext|>", "<|user|>", "<|observation|>"], ["<|assistant|>", "[gMASK]"]),
+    "deepseek": (["<｜end▁of▁sentence｜>"], ["<｜User｜>", "<｜Assistant｜>"]),
+    "qwen": (["<|im_end|>", "<|endoftext|>"], ["<|im_start|>"]),
+    "llama": (["<｜end▁of▁sentence｜>", "<|eot_id|>", "<|eom_id|>"], ["<｜User｜>"]),
+}
+"""GLM's `<|user|>` and `<|observation|>` end a turn only because the converter writes them as eot/eom."""
+
+# All NFC: Qwen's tokenizer.json normalizes to NFC and llama.cpp does not, so decomposed accents
+# ("e\u0301") tokenize differently there; that gap is llama.cpp's, not these files'.
 COMMON_TEXTS = [
     "Hello, world!",
     "  leading, internal   and trailing spaces   \n\n\n\ttabs\t\tand\r\nCRLF\n",
@@ -102,9 +118,12 @@ FAMILY_TEXTS = {
 }
 
 
+def _family(name: str) -> str:
+    return next(key for key in FAMILY_TEXTS if name.startswith(key))
+
+
 def _texts(name: str) -> list[str]:
-    family = next(key for key in FAMILY_TEXTS if name.startswith(key))
-    return FAMILY_TEXTS[family] + COMMON_TEXTS
+    return FAMILY_TEXTS[_family(name)] + COMMON_TEXTS
 
 
 @pytest.fixture(scope="module", params=FAMILY_MODELS)
@@ -215,3 +234,20 @@ def test_detokenize_gives_the_text_back(model):
         for text in _texts(name):
             ids = hf.encode(text, add_special_tokens=False).ids
             assert client.post("/detokenize", json={"tokens": ids}).json()["content"] == text, text
+
+
+def test_end_of_generation_is_the_converters(model):
+    """Forcing one token (logit bias) either ends the generation at once or runs to n_predict."""
+    name, _path, server = model
+    hf = _hf(name)
+    ending, not_ending = END_OF_GENERATION[_family(name)]
+    with server.http() as client:
+        for text in ending + not_ending:
+            token_id = hf.token_to_id(text)
+            assert token_id is not None, text
+            answer = client.post("/completion", json={
+                "prompt": "hi", "n_predict": 3, "temperature": 0, "cache_prompt": False,
+                "logit_bias": [[token_id, 100]],
+            }).json()
+            ends = text in ending
+            assert (answer["stop_type"], answer["tokens_predicted"]) == (("eos", 1) if ends else ("limit", 3)), text
