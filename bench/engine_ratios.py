@@ -72,7 +72,8 @@ class Stream:
                     continue
                 if self.first is None:
                     chunk = orjson.loads(line[6:])
-                    if any(c.get("text") or (c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
+                    deltas = [c.get("text") or c.get("delta") or {} for c in chunk.get("choices", [])]
+                    if any(isinstance(d, str) or d.get("content") or d.get("reasoning_content") for d in deltas):
                         self.first = time.perf_counter() - started
                 if '"usage":{' in line:
                     self.tokens = orjson.loads(line[6:])["usage"]["completion_tokens"] or self.tokens

@@ -218,7 +218,7 @@ def family_model(name: str) -> Path:
 def family_tokenizer_dir(name: str) -> Path:
     """A cached directory with the family's HF `tokenizer.json` and `tokenizer_config.json` (as shipped)."""
     family = _family(name)
-    final = cache_dir() / f"{family.tokenizer}-{_input_key(name, family)[:12]}-tokenizer"
+    final = cache_dir() / f"{name}-tokenizer-{_tokenizer_key(family)}"
     if (final / "tokenizer.json").is_file():
         return final
     with _locked(final):
@@ -287,7 +287,7 @@ def _family(name: str) -> Family:
         raise ValueError(f"unknown family model {name!r}; known: {', '.join(FAMILY_MODELS)}") from None
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=2)
 def _tokenizer_json_text(folder: str) -> str:
     with zipfile.ZipFile(DATA / folder / "tokenizer.json.zip") as archive:
         return archive.read("tokenizer.json").decode("utf-8")
@@ -404,6 +404,13 @@ def _input_key(name: str, family: Family) -> str:
     digest.update(hashlib.sha256((DATA / family.tokenizer / "tokenizer.json.zip").read_bytes()).digest())
     digest.update(hashlib.sha256((DATA / family.config / "tokenizer_config.json").read_bytes()).digest())
     digest.update((family_chat_template(name) or "\0none").encode())
+    return digest.hexdigest()[:16]
+
+
+def _tokenizer_key(family: Family) -> str:
+    digest = hashlib.sha256(str(FORMAT_VERSION).encode())
+    digest.update((DATA / family.tokenizer / "tokenizer.json.zip").read_bytes())
+    digest.update((DATA / family.config / "tokenizer_config.json").read_bytes())
     return digest.hexdigest()[:16]
 
 

@@ -126,6 +126,8 @@ class LlamaCppEngine(UpstreamEngine):
             engine = cls(process, tokenizer, info, read_timeout=options.read_timeout,
                          chat_template=_text(metadata.get("tokenizer.chat_template")))
             engine.image_tokens = image_tokens
+            if not engine.blocking_tokenizer:
+                client.close()  # only llama-server's own tokenizer keeps it
             return engine
         except UpstreamError as exc:
             client.close()
