@@ -55,7 +55,7 @@ TOKENIZER_PROBES = (
     "<｜begin▁of▁sentence｜>You help.<｜User｜>Hi <think>x</think> ｜DSML｜<｜Assistant｜></think>Yes.<｜end▁of▁sentence｜>",
 )
 """Texts our tokenizer must split exactly as llama-server does (special-token parsing on and off), and whose
-ids our vocabulary must decode back to the text."""
+ids our vocabulary must decode as llama-server decodes them."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,9 @@ class LlamaCppEngine(UpstreamEngine):
 def check_tokenizer(tokenizer: Tokenizer, vocabulary: GgufVocabulary, client: httpx.Client) -> None:
     """Compare like with like, on `TOKENIZER_PROBES`: the ids Maya renders must be llama-server's (special-token
     parsing on and off alike), the vocabulary must place each special token llama-server finds at its id, and
-    decoding llama-server's ids must give the text back. Any slip would make every prompt or answer subtly wrong."""
+    decoding llama-server's ids must give llama-server's own text for them (a SentencePiece vocabulary's text
+    differs from the probe by the spaces llama.cpp puts before words). Any slip would make every prompt or answer
+    subtly wrong."""
     for text in TOKENIZER_PROBES:
         for special in (True, False):
             theirs = _engine_ids(client, text, special)
@@ -167,16 +169,23 @@ def check_tokenizer(tokenizer: Tokenizer, vocabulary: GgufVocabulary, client: ht
                 piece = vocabulary.piece(token_id).decode("utf-8", errors="replace")
                 if vocabulary.special_id(piece) != token_id:
                     raise ConfigError("model", f"the GGUF's vocabulary names two tokens {piece!r}")
-            if tokenizer.decode(theirs).removeprefix(" ") != text:
-                # a SentencePiece vocabulary writes the space llama.cpp puts before a text's first word
+            if tokenizer.decode(theirs) != _engine_text(client, theirs):
                 raise ConfigError("model", "Maya decodes this GGUF's vocabulary differently from llama-server")
 
 
 def _engine_ids(client: httpx.Client, text: str, special: bool) -> list[int]:
-    response = client.post("/tokenize", json={"content": text, "add_special": False, "parse_special": special})
+    return _ask(client, "/tokenize", {"content": text, "add_special": False, "parse_special": special})["tokens"]
+
+
+def _engine_text(client: httpx.Client, ids: list[int]) -> str:
+    return _ask(client, "/detokenize", {"tokens": ids})["content"]
+
+
+def _ask(client: httpx.Client, path: str, body: dict) -> dict:
+    response = client.post(path, json=body)
     if response.status_code != 200:
-        raise UpstreamError(f"its /tokenize answered HTTP {response.status_code}")
-    return response.json().get("tokens")
+        raise UpstreamError(f"its {path} answered HTTP {response.status_code}")
+    return response.json()
 
 
 class LlamaServerCollector:
