@@ -70,6 +70,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     up.add_argument("--upstream-slots", dest="upstream_slots", metavar="N", help="sequences sent at once (default: the engine's slots, else 8)")
     up.add_argument("--upstream-connect-timeout", dest="upstream_connect_timeout", metavar="S", help="seconds to connect (default 5)")
     up.add_argument("--upstream-read-timeout", dest="upstream_read_timeout", metavar="S", help="seconds to wait for the next streamed token (default 600)")
+    up.add_argument("--relay-batch-ms", dest="relay_batch_ms", metavar="MS",
+                    help="llamacpp and upstream engines: while tokens flow, wait this long before the next read so "
+                         "tokens generated meanwhile are relayed together (default 20; 0: each at once)")
     up.add_argument("--tokenizer", metavar="DIR", help="model directory with the tokenizer.json the engine's model uses")
     mcp = p.add_argument_group("MCP tools for Chat Completions requests with strata_mcp: true")
     mcp.add_argument("--mcp-config", dest="mcp_config", metavar="FILE",

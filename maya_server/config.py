@@ -92,6 +92,9 @@ class ServerConfig:
     upstream_slots: int | None = None
     upstream_connect_timeout: float = 5.0
     upstream_read_timeout: float = 600.0
+    relay_batch_ms: float = 20.0
+    """While a stream's tokens flow, its next read from the engine waits this long, so the tokens generated
+    meanwhile are relayed together (one read, one pass, one write to the client); 0 reads each at once."""
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """The operator's MCP servers (`mcp_servers` in the config file, plus those of `--mcp-config FILE`)."""
     mcp_config: str | None = None
@@ -270,6 +273,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "upstream_slots": _positive_int,
     "upstream_connect_timeout": _positive_float,
     "upstream_read_timeout": _positive_float,
+    "relay_batch_ms": _non_negative_float,
     "mcp_servers": parse_mcp_servers,
     "mcp_config": _text,
     "mcp_call_timeout": _positive_float,

@@ -23,7 +23,9 @@ def create_engine(config: ServerConfig) -> Engine:
     if config.engine == "llamacpp":
         from .engine.llamacpp import LlamaCppEngine
 
-        return LlamaCppEngine.start(embedded_options(config))
+        engine = LlamaCppEngine.start(embedded_options(config))
+        engine.batch_interval = config.relay_batch_ms / 1000
+        return engine
     if config.engine == "scripted":
         from .engine.scripted import ScriptedEngine
 
@@ -37,7 +39,9 @@ def create_engine(config: ServerConfig) -> Engine:
     if config.engine == "upstream":
         from .engine.upstream import UpstreamEngine
 
-        return UpstreamEngine.connect(upstream_options(config))
+        engine = UpstreamEngine.connect(upstream_options(config))
+        engine.batch_interval = config.relay_batch_ms / 1000
+        return engine
     raise ConfigError("engine", f"the {config.engine} engine is not available in this build")
 
 

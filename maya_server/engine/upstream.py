@@ -20,27 +20,31 @@ before generation with `images_refusal`.
 Concurrency is the upstream's: `slots` sequences at once (its own
 `total_slots`, else `--upstream-slots`, else 8). Leaving the stream (a client
 gone, `generation.cancel()`) closes the HTTP request, which makes the upstream
-drop the sequence. Every lower-layer failure is mapped to an `UpstreamError`
-in `translate_transport_errors`; the key only ever travels in the
-Authorization header.
+drop the sequence. The stream itself is read by `event_stream.py` (a lean
+HTTP/1.1 reader, which maps every lower-layer failure to an `UpstreamError`);
+the tokens of one read go down the pipeline as one piece (`together`), and
+while tokens flow the next read waits `batch_interval` so that more gather:
+one read, one pass and one write to the client for several tokens at GPU
+rates. The key only ever travels in the Authorization header.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import AsyncIterator, Iterator
+from typing import AsyncIterator
 
 import httpx
 import orjson
 
-from ..errors import ConfigError, EngineError, UpstreamError, UpstreamRejected, UpstreamUnavailable
+from ..errors import ConfigError, EngineError, UpstreamError, UpstreamRejected
 from ..family import family_from_template, template_from_model_dir
 from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
-from .base import DEFAULT_CTX, Counts, Engine, Finish, Generation, StreamItem
+from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
+from .event_stream import ERROR, Endpoint
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
 from .upstream_stream import TokenStream
@@ -54,8 +58,6 @@ log = logging.getLogger("maya.engine")
 DEFAULT_SLOTS = 8
 """Sequences sent at once when the upstream reports no capacity (vLLM and SGLang batch far more)."""
 ERROR_BODY_LIMIT = 65536
-EVENT_LINE_LIMIT = 4 * 1024 * 1024
-"""One streamed event may not exceed this: a runaway upstream cannot fill our memory line by line."""
 
 
 @dataclass(frozen=True)
@@ -99,10 +101,10 @@ class UpstreamEngine(Engine):
         self.slots = slots
         self.context_size = context_size
         self.health = UpstreamHealth(self.url)
-        self._timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout)
+        self._endpoint = Endpoint(self.url, uds, connect_timeout=connect_timeout, read_timeout=read_timeout)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._uds = uds
-        self._client: httpx.AsyncClient | None = None
+        self.batch_interval = 0.0
+        """Seconds the next read of a stream waits while tokens flow, so the tokens in between arrive together."""
         self.accepts_images = info.kind == "llama-server" and info.vision
         self.images_refusal = (
             "the upstream llama-server was started without a multimodal projector; start it with --mmproj FILE"
@@ -163,14 +165,6 @@ class UpstreamEngine(Engine):
     def metric_collectors(self) -> list:
         return [UpstreamCollector(self.health, self.slots)]
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:  # created in the serving event loop, on first use
-            limits = httpx.Limits(max_connections=self.slots * 2, max_keepalive_connections=self.slots)
-            transport = httpx.AsyncHTTPTransport(uds=self._uds, limits=limits) if self._uds else None
-            self._client = httpx.AsyncClient(base_url=self.url, timeout=self._timeout, headers=self._headers, limits=limits,
-                                             transport=transport)
-        return self._client
-
     async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
         yield Counts(prompt_tokens=len(generation.prompt_ids) + len(generation.images) * self.image_tokens)
         if not generation.prompt_ids:
@@ -192,28 +186,36 @@ class UpstreamEngine(Engine):
             body = orjson.dumps(completion_request(self.info.kind, self.info.model, prompt, generation.params,
                                                    stop_ids, report_progress=report_progress))
         outcome, failure = "cancelled", None
+        answer = None
         try:
-            with translate_transport_errors(self._timeout):
-                async with self._http().stream(
-                    "POST", path, content=body, headers={"Content-Type": "application/json"}
-                ) as response:
-                    if response.status_code != 200:
-                        raise error_from_response(response.status_code, await _read_bounded(response))
-                    async for data in _events(response):
-                        chunk = parse(data)
-                        if chunk is None:
-                            break
-                        if chunk.prompt_tokens is not None and generation.images:
-                            yield Counts(prompt_tokens=chunk.prompt_tokens)  # the engine's count of the image tokens
-                        if chunk.prompt_progress is not None:
-                            yield chunk.prompt_progress
-                            continue
-                        tokens = stream.feed(chunk)
-                        yield stream.counts()
-                        for token in tokens:
-                            yield token
-                        if stream.ended_by_us or generation.cancelled or (native and chunk.finish_reason is not None):
-                            break
+            answer = await self._endpoint.post(path, body, self._headers)
+            if answer.status != 200:
+                raise error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
+            async for fields in answer.batches():
+                tokens, finished = [], False
+                for field, data in fields:
+                    if field == ERROR:
+                        raise parse_error_event(data)
+                    chunk = parse(data)
+                    if chunk is None:
+                        finished = True
+                        break
+                    if chunk.prompt_tokens is not None and generation.images:
+                        yield Counts(prompt_tokens=chunk.prompt_tokens)  # the engine's count of the image tokens
+                    if chunk.prompt_progress is not None:
+                        yield chunk.prompt_progress
+                        continue
+                    tokens += stream.feed(chunk)
+                    if stream.ended_by_us or generation.cancelled or (native and chunk.finish_reason is not None):
+                        finished = True
+                        break
+                yield stream.counts()
+                if tokens:
+                    yield together(tokens)
+                if finished or generation.cancelled:
+                    break
+                if tokens and self.batch_interval:
+                    await asyncio.sleep(self.batch_interval)  # let the next tokens gather: one read, one pass for all
             if generation.cancelled and stream.finish_reason is None:
                 return
             reason = stream.finish()
@@ -232,45 +234,13 @@ class UpstreamEngine(Engine):
             log.error("upstream stream handling failed: %s", type(exc).__name__)
             raise UpstreamError("the upstream engine's stream could not be handled") from exc
         finally:
+            if answer is not None:
+                answer.close()
             self.health.record(outcome, failure)
 
-    async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-
-
-@contextmanager
-def translate_transport_errors(timeout: httpx.Timeout) -> Iterator[None]:
-    """Every httpx failure becomes an `UpstreamError` here, and nowhere else."""
-    try:
-        yield
-    except httpx.ConnectTimeout:
-        raise UpstreamUnavailable(f"cannot connect to the upstream engine within {timeout.connect}s") from None
-    except httpx.ConnectError:
-        raise UpstreamUnavailable("cannot connect to the upstream engine") from None
-    except httpx.PoolTimeout:
-        raise UpstreamUnavailable("no connection to the upstream engine became free in time") from None
-    except httpx.TimeoutException:
-        raise UpstreamUnavailable(f"the upstream engine sent nothing for {timeout.read}s") from None
-    except (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, httpx.CookieConflict) as exc:
-        raise UpstreamError(f"the upstream engine broke off the generation ({type(exc).__name__})") from None
-
-
-async def _events(response: httpx.Response) -> AsyncIterator[str]:
-    """The `data:` payloads of an SSE stream."""
-    async for line in response.aiter_lines():
-        if len(line) > EVENT_LINE_LIMIT:
-            raise UpstreamError("the upstream engine sent an oversized stream event")
-        if line.startswith("data:"):
-            yield line[5:].lstrip()
-        elif line.startswith("error:"):  # llama-server's form for some failures
-            raise parse_error_event(line[6:].lstrip())
-
-
-async def _read_bounded(response: httpx.Response) -> bytes:
-    body = bytearray()
-    async for part in response.aiter_bytes():
-        body += part
-        if len(body) >= ERROR_BODY_LIMIT:
-            break
-    return bytes(body[:ERROR_BODY_LIMIT])
+def together(tokens: list[GeneratedToken]) -> GeneratedToken:
+    """The tokens of one read as one piece of text (the last id stands for them): the pipeline, the parser and
+    the client's stream then take one step for all of them. The engine's own counts say how many there were."""
+    if len(tokens) == 1:
+        return tokens[0]
+    return GeneratedToken(tokens[-1].id, "".join(t.text for t in tokens))

@@ -123,7 +123,7 @@ def _llama_server_options(report_progress: bool) -> dict[str, Any]:
     return options
 
 
-def parse_native_event(data: str) -> UpstreamChunk | None:
+def parse_native_event(data: bytes | str) -> UpstreamChunk | None:
     """One `/completion` SSE payload: `{content, tokens, stop, stop_type, tokens_predicted, tokens_evaluated,
     tokens_cached, prompt_progress}`; None after the final one (`stop: true`) never comes, so the caller stops
     on `finish_reason`."""
@@ -142,14 +142,14 @@ def parse_native_event(data: str) -> UpstreamChunk | None:
     )
 
 
-def parse_event(data: str) -> UpstreamChunk | None:
+def parse_event(data: bytes | str) -> UpstreamChunk | None:
     """One SSE `data:` payload; None for the closing `[DONE]`. An error payload raises."""
-    if data.strip() == "[DONE]":
+    if data.strip() in (b"[DONE]", "[DONE]"):
         return None
     return _chunk(_event_payload(data))
 
 
-def _event_payload(data: str) -> dict:
+def _event_payload(data: bytes | str) -> dict:
     """A stream event's JSON object; an unreadable one, or an error the engine sent, raises."""
     try:
         payload = orjson.loads(data)
@@ -162,7 +162,7 @@ def _event_payload(data: str) -> dict:
     return payload
 
 
-def parse_error_event(data: str) -> UpstreamError:
+def parse_error_event(data: bytes | str) -> UpstreamError:
     """An SSE `error:` payload (llama-server writes failures this way) as the error our client gets."""
     try:
         payload = orjson.loads(data)
