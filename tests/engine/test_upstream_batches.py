@@ -1,0 +1,68 @@
+"""Tokens that arrive together are relayed together: one piece down the pipeline for all the tokens of a read,
+with the engine's own count of them; while tokens flow, reads wait `batch_interval` so that more gather.
+
+A vLLM-style upstream on 127.0.0.1 streams SmolLM2 token ids; the engine under test is the real `UpstreamEngine`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from maya_server.engine.base import GeneratedToken, Generation, SamplingParams
+from maya_server.engine.upstream import UpstreamEngine
+from maya_server.engine.upstream_probe import UpstreamInfo
+
+from tests.gguf_model_dir import smollm2_tokenizer
+
+TEXT = " The lighthouse keeper climbed the stairs, counting each of the 112 steps."
+
+
+def events(ids: list[int]) -> list[bytes]:
+    token_events = [b"data: " + json.dumps({"choices": [{"index": 0, "text": "", "token_ids": [i]}]}).encode() + b"\n\n"
+                    for i in ids]
+    last = {"choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": len(ids)}}
+    return token_events + [b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n"]
+
+
+async def relay(pieces: list[bytes], pause: float, batch_interval: float, tokenizer) -> tuple[list[GeneratedToken], int]:
+    async def answer(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(pause)
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    async with server:
+        engine = UpstreamEngine(url, tokenizer, UpstreamInfo("vllm", "m", None, 4096), slots=4, context_size=4096)
+        engine.batch_interval = batch_interval
+        generation = Generation([1, 2, 3], SamplingParams(max_tokens=500))
+        tokens = [t async for t in engine.generate(generation) if isinstance(t, GeneratedToken)]
+        return tokens, generation.stats.generated_tokens
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return smollm2_tokenizer()
+
+
+def test_a_read_of_many_tokens_is_one_piece_with_the_true_count(tokenizer):
+    ids = tokenizer.encode(TEXT, special=False)
+    tokens, count = asyncio.run(relay([b"".join(events(ids))], 0, 0.0, tokenizer))
+    assert [t.text for t in tokens] == [TEXT] and count == len(ids)
+
+
+def test_reads_wait_while_tokens_flow_and_lose_nothing(tokenizer):
+    ids = tokenizer.encode(TEXT, special=False)
+    at_once, count = asyncio.run(relay(events(ids), 0.005, 0.0, tokenizer))
+    gathered, gathered_count = asyncio.run(relay(events(ids), 0.005, 0.05, tokenizer))
+    assert "".join(t.text for t in at_once) == "".join(t.text for t in gathered) == TEXT
+    assert count == gathered_count == len(ids)
+    assert len(gathered) < len(at_once) / 2     # a 50 ms wait gathers several 5 ms tokens per read
