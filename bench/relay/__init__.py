@@ -1,0 +1,1 @@
+"""The relay bench: Maya in front of a replayed GPU engine (see README.md)."""
