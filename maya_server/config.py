@@ -93,8 +93,9 @@ class ServerConfig:
     upstream_connect_timeout: float = 5.0
     upstream_read_timeout: float = 600.0
     relay_batch_ms: float = 20.0
-    """While a stream's tokens flow, its next read from the engine waits this long, so the tokens generated
-    meanwhile are relayed together (one read, one pass, one write to the client); 0 reads each at once."""
+    """While a stream's tokens flow and other streams run, its next read from the engine waits this long, so the
+    tokens generated meanwhile are relayed together (one read, one pass, one write to the client); 0 reads each
+    at once."""
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """The operator's MCP servers (`mcp_servers` in the config file, plus those of `--mcp-config FILE`)."""
     mcp_config: str | None = None

@@ -2,8 +2,8 @@
 
 Maya keeps everything but the tokens: it renders and tokenizes the prompt with
 the model directory's `tokenizer.json` (`--tokenizer DIR`), sends the ids as
-the `prompt` of a streaming `/v1/completions` request, and turns the stream
-back into `GeneratedToken`s. Where the upstream sends the generated ids
+the `prompt` of a streaming completion request (`/v1/completions`; llama-server's
+own `/completion`), and turns the stream back into `GeneratedToken`s. Where the upstream sends the generated ids
 (llama-server, vLLM) Maya decodes them itself, so reasoning and tool tags
 survive whatever the upstream's special-token settings; otherwise the
 upstream's text is used and each chunk counts as one token until the final
@@ -12,8 +12,7 @@ asked to stop on them (vLLM, SGLang) and Maya stops on them too (llama-server
 stops on its model's end-of-generation tokens by itself).
 
 A llama-server started with a multimodal projector (`/props` modalities) takes
-images: its OpenAI endpoint then accepts only string prompts, so such a server is
-driven on its own `/completion` (token ids, or `multimodal_prompt` when the
+images, on the same `/completion` (token ids, or `multimodal_prompt` when the
 request has images; see `upstream_wire`). Every other engine refuses images
 before generation with `images_refusal`.
 
@@ -23,9 +22,9 @@ gone, `generation.cancel()`) closes the HTTP request, which makes the upstream
 drop the sequence. The stream itself is read by `event_stream.py` (a lean
 HTTP/1.1 reader, which maps every lower-layer failure to an `UpstreamError`);
 the tokens of one read go down the pipeline as one piece (`together`), and
-while tokens flow the next read waits `batch_interval` so that more gather:
-one read, one pass and one write to the client for several tokens at GPU
-rates. The key only ever travels in the Authorization header.
+while tokens flow and other streams run, the next read waits `batch_interval`
+so that more gather: one read, one pass and one write to the client for
+several tokens at GPU rates. The key only ever travels in the Authorization header.
 """
 
 from __future__ import annotations
@@ -104,7 +103,9 @@ class UpstreamEngine(Engine):
         self._endpoint = Endpoint(self.url, uds, connect_timeout=connect_timeout, read_timeout=read_timeout)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.batch_interval = 0.0
-        """Seconds the next read of a stream waits while tokens flow, so the tokens in between arrive together."""
+        """Seconds the next read of a stream waits while its tokens flow and other streams run too, so the tokens
+        in between arrive together (a lone stream is read at once: there is nothing to share the process with)."""
+        self._streaming = 0
         self.accepts_images = info.kind == "llama-server" and info.vision
         self.images_refusal = (
             "the upstream llama-server was started without a multimodal projector; start it with --mmproj FILE"
@@ -177,7 +178,7 @@ class UpstreamEngine(Engine):
                                     generation.image_positions, self.info.media_marker or "")
                   if generation.images else generation.prompt_ids)
         report_progress = generation.report_progress and self.reports_prompt_progress
-        native = self.accepts_images  # llama-server's own endpoint: no `[DONE]`, its final chunk ends the stream
+        native = self.info.kind == "llama-server"  # its own endpoint: no `[DONE]`, its final chunk ends the stream
         if native:
             path, parse = NATIVE_PATH, parse_native_event
             body = orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress))
@@ -187,6 +188,7 @@ class UpstreamEngine(Engine):
                                                    stop_ids, report_progress=report_progress))
         outcome, failure = "cancelled", None
         answer = None
+        self._streaming += 1
         try:
             answer = await self._endpoint.post(path, body, self._headers)
             if answer.status != 200:
@@ -214,7 +216,7 @@ class UpstreamEngine(Engine):
                     yield together(tokens)
                 if finished or generation.cancelled:
                     break
-                if tokens and self.batch_interval:
+                if tokens and self.batch_interval and self._streaming > 1:
                     await asyncio.sleep(self.batch_interval)  # let the next tokens gather: one read, one pass for all
             if generation.cancelled and stream.finish_reason is None:
                 return
@@ -234,6 +236,7 @@ class UpstreamEngine(Engine):
             log.error("upstream stream handling failed: %s", type(exc).__name__)
             raise UpstreamError("the upstream engine's stream could not be handled") from exc
         finally:
+            self._streaming -= 1
             if answer is not None:
                 answer.close()
             self.health.record(outcome, failure)

@@ -1,4 +1,4 @@
-"""What goes over the wire to an upstream engine's `/v1/completions`, and what comes back.
+"""What goes over the wire to an upstream engine's completion endpoint, and what comes back.
 
 Pure functions, no I/O: the request body for each kind of upstream, one
 streamed SSE `data:` payload → `UpstreamChunk`, an error answer → the
@@ -7,7 +7,11 @@ streamed SSE `data:` payload → `UpstreamChunk`, an error answer → the
 The prompt is always token ids (Maya renders and tokenizes; the engine only
 generates). Generated token ids come back where the engine can send them:
 
-- llama-server: `n_probs: 1` puts each sampled token in `logprobs.content[].id`.
+- llama-server: its own `/completion` endpoint (`NATIVE_PATH`) with
+  `return_tokens` sends each sampled id in `tokens`, the leanest event it has:
+  no probabilities (`n_probs` made it sort a whole vocabulary's probabilities for
+  every token, a third of a tiny model's speed with GLM's 150k tokens), and
+  images ride on the same endpoint.
 - vLLM: `logprobs: 1` with `return_tokens_as_token_ids` writes tokens as
   `"token_id:N"` in `logprobs.tokens`; a `token_ids` list on the choice
   (newer vLLM's `return_token_ids`) is read as well.
@@ -67,8 +71,8 @@ def completion_request(
     kind: UpstreamKind, model: str | None, prompt_ids: list[int] | dict, params: SamplingParams,
     stop_ids: Iterable[int], *, report_progress: bool = False,
 ) -> dict[str, Any]:
-    """The streaming `/v1/completions` body for `kind`, with OpenAI's sampling semantics; `report_progress`
-    asks llama-server for its `prompt_progress` chunks. `prompt_ids` may be a `multimodal_prompt`."""
+    """The streaming `/v1/completions` body for vLLM, SGLang or another OpenAI-style server (`kind`), with
+    OpenAI's sampling semantics (llama-server is driven on `NATIVE_PATH`, `native_completion_request`)."""
     body: dict[str, Any] = {
         "prompt": prompt_ids,
         "max_tokens": params.max_tokens,
@@ -78,9 +82,6 @@ def completion_request(
     }
     if model is not None:
         body["model"] = model
-    if kind == "llama-server":
-        body.update({"n_probs": 1, **_llama_server_options(report_progress)})
-        return body
     body.update({
         "skip_special_tokens": False,
         "spaces_between_special_tokens": False,
@@ -92,13 +93,13 @@ def completion_request(
 
 
 NATIVE_PATH = "/completion"
-"""llama-server's own completion endpoint. With a projector loaded its OpenAI `/v1/completions` takes only a
-string prompt (token ids and images are refused there), so a vision llama-server is driven here."""
+"""llama-server's own completion endpoint: ids back in `tokens` without probabilities, and images (with a
+projector loaded its OpenAI `/v1/completions` takes only a string prompt)."""
 
 
 def native_completion_request(prompt: list[int] | dict, params: SamplingParams, *,
                               report_progress: bool = False) -> dict[str, Any]:
-    """The streaming `/completion` body: the same sampling as `completion_request`'s llama-server form."""
+    """The streaming `/completion` body for llama-server: OpenAI's sampling, the generated ids in `tokens`."""
     return {"prompt": prompt, "n_predict": params.max_tokens, **_sampling(params),
             **_llama_server_options(report_progress), "return_tokens": True, "stream": True}
 
@@ -125,8 +126,8 @@ def _llama_server_options(report_progress: bool) -> dict[str, Any]:
 
 def parse_native_event(data: bytes | str) -> UpstreamChunk | None:
     """One `/completion` SSE payload: `{content, tokens, stop, stop_type, tokens_predicted, tokens_evaluated,
-    tokens_cached, prompt_progress}`; None after the final one (`stop: true`) never comes, so the caller stops
-    on `finish_reason`."""
+    timings.cache_n, prompt_progress}`; it never says None (no `[DONE]` follows the final one, `stop: true`), so
+    the caller stops on `finish_reason`."""
     payload = _event_payload(data)
     tokens = payload.get("tokens")
     final = payload.get("stop") is True
@@ -137,7 +138,8 @@ def parse_native_event(data: bytes | str) -> UpstreamChunk | None:
         finish_reason=("length" if payload.get("stop_type") == "limit" else "stop") if final else None,
         prompt_tokens=_int(payload.get("tokens_evaluated")) if final else None,
         completion_tokens=_int(payload.get("tokens_predicted")) if final else None,
-        cached_tokens=_int(payload.get("tokens_cached")) if final else None,
+        # `tokens_cached` is the slot's whole cache (prompt and generated); the prompt's reuse is `cache_n`
+        cached_tokens=_int((payload.get("timings") or {}).get("cache_n")) if final else None,
         prompt_progress=prompt_progress(payload.get("prompt_progress")),
     )
 

@@ -1,5 +1,6 @@
 """Tokens that arrive together are relayed together: one piece down the pipeline for all the tokens of a read,
-with the engine's own count of them; while tokens flow, reads wait `batch_interval` so that more gather.
+with the engine's own count of them; while tokens flow and other streams run, reads wait `batch_interval` so
+that more gather (a lone stream is read at once).
 
 A vLLM-style upstream on 127.0.0.1 streams SmolLM2 token ids; the engine under test is the real `UpstreamEngine`.
 """
@@ -28,7 +29,10 @@ def events(ids: list[int]) -> list[bytes]:
     return token_events + [b"data: " + json.dumps(last).encode() + b"\n\ndata: [DONE]\n\n"]
 
 
-async def relay(pieces: list[bytes], pause: float, batch_interval: float, tokenizer) -> tuple[list[GeneratedToken], int]:
+async def relay(pieces: list[bytes], pause: float, batch_interval: float, tokenizer,
+                streams: int = 1) -> list[tuple[list[GeneratedToken], int]]:
+    """`streams` generations at once, each answered with `pieces` (one write each, `pause` apart):
+    for each, the tokens the engine yielded and its count."""
     async def answer(reader, writer):
         await reader.readuntil(b"\r\n\r\n")
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
@@ -38,14 +42,17 @@ async def relay(pieces: list[bytes], pause: float, batch_interval: float, tokeni
             await asyncio.sleep(pause)
         writer.close()
 
+    async def one(engine) -> tuple[list[GeneratedToken], int]:
+        generation = Generation([1, 2, 3], SamplingParams(max_tokens=500))
+        tokens = [t async for t in engine.generate(generation) if isinstance(t, GeneratedToken)]
+        return tokens, generation.stats.generated_tokens
+
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     async with server:
         engine = UpstreamEngine(url, tokenizer, UpstreamInfo("vllm", "m", None, 4096), slots=4, context_size=4096)
         engine.batch_interval = batch_interval
-        generation = Generation([1, 2, 3], SamplingParams(max_tokens=500))
-        tokens = [t async for t in engine.generate(generation) if isinstance(t, GeneratedToken)]
-        return tokens, generation.stats.generated_tokens
+        return await asyncio.gather(*(one(engine) for _ in range(streams)))
 
 
 @pytest.fixture(scope="module")
@@ -55,14 +62,22 @@ def tokenizer():
 
 def test_a_read_of_many_tokens_is_one_piece_with_the_true_count(tokenizer):
     ids = tokenizer.encode(TEXT, special=False)
-    tokens, count = asyncio.run(relay([b"".join(events(ids))], 0, 0.0, tokenizer))
+    ((tokens, count),) = asyncio.run(relay([b"".join(events(ids))], 0, 0.0, tokenizer))
     assert [t.text for t in tokens] == [TEXT] and count == len(ids)
 
 
-def test_reads_wait_while_tokens_flow_and_lose_nothing(tokenizer):
+def test_reads_wait_while_tokens_flow_beside_other_streams_and_lose_nothing(tokenizer):
     ids = tokenizer.encode(TEXT, special=False)
-    at_once, count = asyncio.run(relay(events(ids), 0.005, 0.0, tokenizer))
-    gathered, gathered_count = asyncio.run(relay(events(ids), 0.005, 0.05, tokenizer))
-    assert "".join(t.text for t in at_once) == "".join(t.text for t in gathered) == TEXT
-    assert count == gathered_count == len(ids)
-    assert len(gathered) < len(at_once) / 2     # a 50 ms wait gathers several 5 ms tokens per read
+    (at_once, count), = asyncio.run(relay(events(ids), 0.005, 0.0, tokenizer))
+    gathered = asyncio.run(relay(events(ids), 0.005, 0.05, tokenizer, streams=2))
+    for tokens, gathered_count in gathered:
+        assert "".join(t.text for t in tokens) == "".join(t.text for t in at_once) == TEXT
+        assert gathered_count == count == len(ids)
+        assert len(tokens) < len(at_once) / 2     # a 50 ms wait gathers several 5 ms tokens per read
+
+
+def test_a_lone_stream_is_read_at_once(tokenizer):
+    ids = tokenizer.encode(TEXT, special=False)
+    (at_once, _), = asyncio.run(relay(events(ids), 0.005, 0.0, tokenizer))
+    (alone, _), = asyncio.run(relay(events(ids), 0.005, 0.05, tokenizer))
+    assert len(alone) > len(ids) / 2 and len(at_once) > len(ids) / 2   # no wait: nearly a read per token

@@ -20,7 +20,7 @@ PARAMS = SamplingParams(max_tokens=16, temperature=0.5, top_p=0.9, seed=3, prese
 
 
 def test_every_request_streams_token_ids_with_usage():
-    for kind in ("llama-server", "vllm", "sglang", "openai"):
+    for kind in ("vllm", "sglang", "openai"):
         body = completion_request(kind, "m", [1, 2, 3], PARAMS, {9, 4})
         assert body["prompt"] == [1, 2, 3] and body["model"] == "m"
         assert (body["max_tokens"], body["temperature"], body["top_p"], body["seed"]) == (16, 0.5, 0.9, 3)
@@ -28,9 +28,12 @@ def test_every_request_streams_token_ids_with_usage():
         assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
 
-def test_llama_server_gets_openai_sampling_and_sends_ids():
-    body = completion_request("llama-server", None, [1], SamplingParams(max_tokens=4), {2})
-    assert body["n_probs"] == 1 and body["top_k"] == 0 and body["min_p"] == 0.0 and body["cache_prompt"] is True
+def test_llama_server_gets_openai_sampling_and_sends_ids_without_probabilities():
+    from maya_server.engine.upstream_wire import native_completion_request
+
+    body = native_completion_request([1], SamplingParams(max_tokens=4))
+    assert body["return_tokens"] is True and "n_probs" not in body
+    assert body["top_k"] == 0 and body["min_p"] == 0.0 and body["top_p"] == 1.0 and body["cache_prompt"] is True
     assert "model" not in body and "seed" not in body
 
 
@@ -143,7 +146,7 @@ def test_health_counts_failures_until_a_success():
     assert health.describe()["requests"] == {"ok": 0, "rejected": 1, "failed": 2, "cancelled": 0}
 
 
-def test_a_native_completion_stream_for_a_vision_llama_server():
+def test_a_native_completion_stream():
     from maya_server.engine.upstream_wire import native_completion_request, parse_native_event
 
     body = native_completion_request({"prompt_string": "a", "multimodal_data": []}, SamplingParams(max_tokens=5))
@@ -153,7 +156,7 @@ def test_a_native_completion_stream_for_a_vision_llama_server():
     assert (partial.text, partial.token_ids, partial.finish_reason, partial.prompt_tokens) == ("Hi", (7,), None, None)
     final = parse_native_event(orjson.dumps({"content": "", "tokens": [], "stop": True, "stop_type": "limit",
                                              "tokens_predicted": 5, "tokens_evaluated": 40,
-                                             "tokens_cached": 12}).decode())
+                                             "tokens_cached": 44, "timings": {"cache_n": 12}}).decode())
     assert (final.finish_reason, final.completion_tokens, final.prompt_tokens, final.cached_tokens) == (
         "length", 5, 40, 12)
     with pytest.raises(UpstreamRejected):
