@@ -222,6 +222,15 @@ class ImageError(InvalidRequestError):
         self.reason = reason
 
 
+class BadImage(ValueError):
+    """An image (or its URL) that cannot be used, found where the request's param is not known; the image
+    loader raises it again as an `ImageError` at the image's param. `reason` is the metric label."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class McpServerGone(ServiceUnavailableError):
     code = "mcp_server_unavailable"
 
