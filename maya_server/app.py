@@ -68,8 +68,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.slots_total.set(engine.slots)
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
-    service = GenerationService(engine, get_dialect(config.family), queue, metrics,
-                                ImageLoader(ImageLimits.from_config(config), metrics))
+    images = ImageLoader(ImageLimits.from_config(config), metrics)
+    metrics.image_memory_bytes.set_function(lambda: images.memory.in_use)
+    metrics.image_memory_limit_bytes.set(images.memory.limit)
+    service = GenerationService(engine, get_dialect(config.family), queue, metrics, images)
     hub = McpHub(config.mcp_servers, McpSettings(
         call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
         start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,

@@ -57,10 +57,10 @@ def refusal(image_loader: ImageLoader, *urls: str) -> ImageError:
 
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "GIF", "BMP"])
-def test_each_format_is_re_encoded_as_bmp(fmt):
+def test_each_format_is_re_encoded_as_png(fmt):
     conversation = load(loader(), data_url(png(fmt=fmt), f"image/{fmt.lower()}"))
     data = conversation.turns[0].content[1].data
-    assert Image.open(io.BytesIO(data)).format == "BMP"
+    assert Image.open(io.BytesIO(data)).format == "PNG"
 
 
 @pytest.mark.parametrize("url, reason", [
