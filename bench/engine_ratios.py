@@ -16,6 +16,11 @@ by the same light client (httpx, counting the final usage), so the client's own
 parsing weighs the same on both sides; rounds take turns, medians compared.
 
     .venv/bin/python bench/engine_ratios.py [--tokens 128] [--rounds 3] [--threads 1]
+    .venv/bin/python bench/engine_ratios.py --model ~/.cache/maya/test-models/glm-5.1-*.gguf
+
+With `--model` (e.g. the GLM-5.1 test model of `tests/family_models.py`) ratios 1, 2 and 4 are measured on that
+GGUF: its family's rendering, ids from llama-server's own tokenizer (the baseline's `/tokenize`), the same
+random-weight model on both sides; the continuation ratio is SmolLM2's alone.
 """
 
 from __future__ import annotations
@@ -39,6 +44,10 @@ from maya_process import start_maya  # noqa: E402
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.dialects import get_dialect  # noqa: E402
+from maya_server.engine.llama_tokenizer import LlamaServerTokenizer, TokenCache  # noqa: E402
+from maya_server.family import family_from_template  # noqa: E402
+from maya_server.gguf_metadata import read_gguf_metadata  # noqa: E402
+from maya_server.gguf_vocabulary import GgufVocabulary  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
 from tests.llama_server import LlamaServer  # noqa: E402
 
@@ -93,6 +102,18 @@ def run_together(streams: list[Stream]) -> tuple[float, list[float]]:
     return sum(s.tokens for s in streams) / max(s.ended for s in streams), [s.first or 0.0 for s in streams]
 
 
+def prompt_ids(model: str, llama_url: str, prompt: str) -> list[int]:
+    """The ids Maya sends for one user message: the model's family's rendering, tokenized as the embedded engine
+    tokenizes (SmolLM2: its rebuilt tokenizer, proven equal; any other GGUF: the baseline llama-server's own)."""
+    metadata = read_gguf_metadata(model)
+    dialect = get_dialect(family_from_template(metadata.get("tokenizer.chat_template")) or "glm")
+    prompt_text = dialect.render(Conversation(turns=(Message("user", (TextPart(prompt),)),)))
+    if model == default_model_path():
+        return prompt_text.token_ids(smollm2_tokenizer(model))
+    tokenizer = LlamaServerTokenizer(GgufVocabulary(metadata), httpx.Client(base_url=llama_url), TokenCache(1 << 20))
+    return prompt_text.token_ids(tokenizer)
+
+
 def main() -> None:
     args = argparse.ArgumentParser()
     args.add_argument("--tokens", type=int, default=128)
@@ -101,12 +122,11 @@ def main() -> None:
                       help="llama-server decode threads (both sides); on 2 cores, 2 decode threads plus Maya plus the "
                            "client oversubscribe the machine and the ratios then measure CPU contention as well")
     args.add_argument("--continuation-rounds", type=int, default=2)
+    args.add_argument("--model", help="another GGUF (default: the shipped SmolLM2)")
     opts = args.parse_args()
-    model = default_model_path()
-    tokenizer = smollm2_tokenizer(model)
-    chatml = get_dialect("chatml")
-    ids = [chatml.render(Conversation(turns=(Message("user", (TextPart(p),)),))).token_ids(tokenizer) for p in PROMPTS]
+    model = opts.model or default_model_path()
     llama = LlamaServer(model, ctx=SLOTS * CTX, parallel=SLOTS, threads=opts.threads)
+    ids = [prompt_ids(model, llama.url, p) for p in PROMPTS]
     process, url = start_maya("--model", model, "--ctx", str(CTX), "--slots", str(SLOTS), "--threads", str(opts.threads))
     one, four, ttft_ratio = {"maya": [], "direct": []}, {"maya": [], "direct": []}, []
     try:
@@ -128,6 +148,8 @@ def main() -> None:
         print(f"{name + ':':24s} maya {maya:7.1f} tok/s  llama-server alone {direct:7.1f} tok/s  "
               f"ratio {maya / direct:.3f} (target >= {target})")
     print(f"TTFT of the 4th of 4 simultaneous requests / the 1st: {statistics.median(ttft_ratio):.2f}")
+    if opts.model:
+        return
     rounds = make_rounds(model, opts.continuation_rounds, 1500)
     opts.api = "stored"
     warm = measure(model, opts, WARM_FLAGS, rounds)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from contextlib import contextmanager
+from pathlib import Path
 from dataclasses import replace
 from typing import Iterator
 
@@ -14,7 +17,8 @@ from maya_server.engine.llamacpp import LlamaCppEngine
 from maya_server.engine_setup import create_engine
 from maya_server.family import resolve_family
 
-from tests.server import RunningServer
+from tests.llama_server import free_port
+from tests.server import RunningServer, wait_for
 
 
 def embedded_config(**overrides) -> ServerConfig:
@@ -53,3 +57,22 @@ def process_gone(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def start_cli(*args: str, tmp_path, program: str = "maya") -> tuple[subprocess.Popen, str]:
+    """The `maya` command (or `maya-ds4`, the venv's console scripts) on a free port, logging to
+    tmp_path/maya.log; returns once /health answers."""
+    port = free_port()
+    log = open(tmp_path / "maya.log", "wb")
+    process = subprocess.Popen([str(Path(sys.executable).parent / program), "--port", str(port), *args],
+                               stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        assert process.poll() is None, (tmp_path / "maya.log").read_text()
+        try:
+            return httpx.get(url + "/health", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+    assert wait_for(healthy, timeout=120)
+    return process, url

@@ -225,7 +225,8 @@ def family_tokenizer_dir(name: str) -> Path:
         if not (final / "tokenizer.json").is_file():
             staging = Path(tempfile.mkdtemp(prefix=final.name + ".partial-", dir=final.parent))
             (staging / "tokenizer.json").write_text(_tokenizer_json_text(family.tokenizer), encoding="utf-8")
-            (staging / "tokenizer_config.json").write_bytes((DATA / family.config / "tokenizer_config.json").read_bytes())
+            config = (DATA / family.config / "tokenizer_config.json").read_bytes()
+            (staging / "tokenizer_config.json").write_bytes(config)
             os.rename(staging, final)
     return final
 
@@ -351,7 +352,9 @@ def _merges(content: dict[str, Any]) -> list[str]:
     return [" ".join(part.replace(" ", "\u0120") for part in pair) for pair in merges]
 
 
-def _special_vocab(content: dict[str, Any], config: dict[str, Any], family: Family) -> tuple[dict[str, int], dict[str, bool]]:
+def _special_vocab(content: dict[str, Any], config: dict[str, Any],
+                   family: Family) -> tuple[dict[str, int], dict[str, bool]]:
+    """Special ids and add_* flags in SpecialVocab's order (first value set for a type wins), then GLM's."""
     ids: dict[str, int] = {}
     add: dict[str, bool] = {}
 
@@ -489,7 +492,8 @@ def _template_from_sdist(filename: str) -> str:
             extracted = tar.extractfile(member)
             if extracted is None:
                 raise FileNotFoundError(f"{member} is not a file in {archive.name}")
-            return io.TextIOWrapper(extracted, encoding="utf-8").read()   # universal newlines, as the converter reads it
+            # universal newlines, as the converter's open() reads it
+            return io.TextIOWrapper(extracted, encoding="utf-8").read()
 
 
 def main() -> int:

@@ -2,16 +2,20 @@
 
 Each file is loaded in the real llama-server (built by maya_server/engine/llama_server_build.py):
 it must load, report the chat template written into it (or llama.cpp's ChatML
-fallback when none was), carry the converter's pre-tokenizer name and special
-ids, and tokenize exactly as the family's HF tokenizer.json does, special
-tokens included; its detokenizer must give the text back.
+fallback when none was), carry the converter's pre-tokenizer name, token types
+and special ids, tokenize exactly as the family's HF tokenizer.json does,
+special tokens included, detokenize back to the text, and end a generation on
+exactly the tokens a real GGUF of the family ends on. One llama-server per
+model (about 5 s each with the files cached; the first run builds them, ~20 s
+in all, plus one `pip download` of llama.cpp's source for DeepSeek-V4's template).
 """
 
 from __future__ import annotations
 
 import functools
+import struct
+from pathlib import Path
 
-import gguf
 import pytest
 from tokenizers import Tokenizer
 
@@ -44,9 +48,40 @@ EXPECTED = {
     "llama3": {"pre": "llama-bpe", "n_vocab": 128256, "bos": 128000, "eos": 128001, "pad": 128001,
                "add_bos": False, "add_eos": False},
 }
+NORMAL, CONTROL, USER_DEFINED, UNUSED = 1, 3, 4, 5
+_GLM_TYPES = {"<|endoftext|>": CONTROL, "[gMASK]": CONTROL, "<sop>": CONTROL, "<|user|>": CONTROL,
+              "<|code_prefix|>": CONTROL, "<|image|>": CONTROL,        # not marked special, but look it
+              "<think>": USER_DEFINED, "</tool_call>": USER_DEFINED, "/nothink": USER_DEFINED,
+              "[PAD154879]": UNUSED, "Ġhello": NORMAL}
+TOKEN_TYPES = {
+    "glm-5.1": _GLM_TYPES,
+    "glm-4.7-flash": _GLM_TYPES,
+    "deepseek-v4": {"<｜begin▁of▁sentence｜>": CONTROL, "<｜User｜>": CONTROL, "<｜tool▁sep｜>": CONTROL,
+                    "<|EOT|>": CONTROL, "<｜/td｜>": CONTROL, "<think>": USER_DEFINED, "｜DSML｜": USER_DEFINED,
+                    "<dsml:": USER_DEFINED, "<｜/table>｜": USER_DEFINED, "Ġhello": NORMAL},
+    "qwen3": {"<|im_start|>": CONTROL, "<|im_end|>": CONTROL, "<|fim_prefix|>": CONTROL, "<tool_call>": USER_DEFINED,
+              "<think>": USER_DEFINED, "[PAD151669]": UNUSED, "[PAD151935]": UNUSED, "Ġhello": NORMAL},
+    "llama3": {"<｜begin▁of▁sentence｜>": CONTROL, "<｜User｜>": CONTROL, "<|eot_id|>": CONTROL,
+               "<|reserved_special_token_2|>": CONTROL, "<think>": USER_DEFINED, "</think>": USER_DEFINED,
+               "Ġhello": NORMAL},
+}
+"""Token types the converter gives (CONTROL: special or special-looking added tokens; USER_DEFINED: other
+added ones; UNUSED: the [PAD…] fill up to config.json's vocab_size)."""
+
 _ID_KEYS = {"bos": "bos_token_id", "eos": "eos_token_id", "eot": "eot_token_id", "eom": "eom_token_id",
             "unk": "unknown_token_id", "pad": "padding_token_id"}
 
+END_OF_GENERATION = {
+    # family: (tokens that end a generation in llama-server, control tokens that do not)
+    "glm": (["<|endoftext|>", "<|user|>", "<|observation|>"], ["<|assistant|>", "[gMASK]"]),
+    "deepseek": (["<｜end▁of▁sentence｜>"], ["<｜User｜>", "<｜Assistant｜>"]),
+    "qwen": (["<|im_end|>", "<|endoftext|>"], ["<|im_start|>"]),
+    "llama": (["<｜end▁of▁sentence｜>", "<|eot_id|>", "<|eom_id|>"], ["<｜User｜>"]),
+}
+"""GLM's `<|user|>` and `<|observation|>` end a turn only because the converter writes them as eot/eom."""
+
+# All NFC: Qwen's tokenizer.json normalizes to NFC and llama.cpp does not, so decomposed accents
+# ("e\u0301") tokenize differently there; that gap is llama.cpp's, not these files'.
 COMMON_TEXTS = [
     "Hello, world!",
     "  leading, internal   and trailing spaces   \n\n\n\ttabs\t\tand\r\nCRLF\n",
@@ -83,9 +118,12 @@ FAMILY_TEXTS = {
 }
 
 
+def _family(name: str) -> str:
+    return next(key for key in FAMILY_TEXTS if name.startswith(key))
+
+
 def _texts(name: str) -> list[str]:
-    family = next(key for key in FAMILY_TEXTS if name.startswith(key))
-    return FAMILY_TEXTS[family] + COMMON_TEXTS
+    return FAMILY_TEXTS[_family(name)] + COMMON_TEXTS
 
 
 @pytest.fixture(scope="module", params=FAMILY_MODELS)
@@ -113,22 +151,71 @@ def test_it_loads_with_the_template_written(model):
         assert client.get("/health").status_code == 200
         props = client.get("/props").json()
     expected = family_chat_template(name)
-    assert props["chat_template"] == (CHATML_FALLBACK if expected is None else expected)
+    assert props["chat_template"] == (CHATML_FALLBACK if expected is None else _as_lexed(expected))
+
+
+def _as_lexed(template: str) -> str:
+    """The source /props reports: llama.cpp's jinja lexer (common/jinja/lexer.cpp) turns CRLF and CR into LF
+    and drops one trailing newline, as Jinja does by default; the GGUF keeps the template unchanged."""
+    template = template.replace("\r\n", "\n").replace("\r", "\n")
+    return template[:-1] if template.endswith("\n") else template
 
 
 def test_metadata_is_the_converters(model):
     name, path, _server = model
-    fields = gguf.GGUFReader(path).fields
+    metadata = _read_metadata(path)
     expected = EXPECTED[name]
-    assert fields["tokenizer.ggml.model"].contents() == "gpt2"
-    assert fields["tokenizer.ggml.pre"].contents() == expected["pre"]
-    assert len(fields["tokenizer.ggml.tokens"].data) == expected["n_vocab"]
+    assert metadata["general.architecture"] == "llama"
+    assert metadata["tokenizer.ggml.model"] == "gpt2"
+    assert metadata["tokenizer.ggml.pre"] == expected["pre"]
+    tokens, types = metadata["tokenizer.ggml.tokens"], metadata["tokenizer.ggml.token_type"]
+    assert len(tokens) == len(types) == expected["n_vocab"]
     for kind, key in _ID_KEYS.items():
-        got = fields[f"tokenizer.ggml.{key}"].contents() if f"tokenizer.ggml.{key}" in fields else None
-        assert got == expected.get(kind), kind
-    assert bool(fields["tokenizer.ggml.add_bos_token"].contents()) is expected["add_bos"]
-    assert bool(fields["tokenizer.ggml.add_eos_token"].contents()) is expected["add_eos"]
-    assert ("tokenizer.chat_template" in fields) == (family_chat_template(name) is not None)
+        assert metadata.get(f"tokenizer.ggml.{key}") == expected.get(kind), kind
+    assert metadata["tokenizer.ggml.add_bos_token"] is expected["add_bos"]
+    assert metadata["tokenizer.ggml.add_eos_token"] is expected["add_eos"]
+    assert metadata.get("tokenizer.chat_template") == family_chat_template(name)
+    type_of = dict(zip(tokens, types))
+    for text, token_type in TOKEN_TYPES[name.split("-notemplate")[0]].items():
+        assert type_of[text] == token_type, text
+    assert all(token_type == UNUSED for token, token_type in zip(tokens, types) if token.startswith("[PAD"))
+    assert types.count(UNUSED) == expected["n_vocab"] - len(_hf(name).get_vocab(with_added_tokens=True))
+
+
+def _read_metadata(path) -> dict[str, object]:
+    """The GGUF key/values (arrays as lists), read here rather than with the writer's own package."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"GGUF":
+        raise AssertionError(f"{path} is not GGUF")
+    scalars = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+    pos = 24   # magic, version u32, tensor count u64, kv count u64
+
+    def string() -> str:
+        nonlocal pos
+        (length,) = struct.unpack_from("<Q", data, pos)
+        pos += 8 + length
+        return data[pos - length:pos].decode("utf-8")
+
+    def value(value_type: int):
+        nonlocal pos
+        if value_type == 8:
+            return string()
+        if value_type == 9:
+            item_type, count = struct.unpack_from("<IQ", data, pos)
+            pos += 12
+            return [value(item_type) for _ in range(count)]
+        (result,) = struct.unpack_from(scalars[value_type], data, pos)
+        pos += struct.calcsize(scalars[value_type])
+        return result
+
+    (kv_count,) = struct.unpack_from("<Q", data, 16)
+    metadata = {}
+    for _ in range(kv_count):
+        key = string()
+        (value_type,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        metadata[key] = value(value_type)
+    return metadata
 
 
 def test_tokenize_matches_hf(model):
@@ -147,3 +234,20 @@ def test_detokenize_gives_the_text_back(model):
         for text in _texts(name):
             ids = hf.encode(text, add_special_tokens=False).ids
             assert client.post("/detokenize", json={"tokens": ids}).json()["content"] == text, text
+
+
+def test_end_of_generation_is_the_converters(model):
+    """Forcing one token (logit bias) either ends the generation at once or runs to n_predict."""
+    name, _path, server = model
+    hf = _hf(name)
+    ending, not_ending = END_OF_GENERATION[_family(name)]
+    with server.http() as client:
+        for text in ending + not_ending:
+            token_id = hf.token_to_id(text)
+            assert token_id is not None, text
+            answer = client.post("/completion", json={
+                "prompt": "hi", "n_predict": 3, "temperature": 0, "cache_prompt": False,
+                "logit_bias": [[token_id, 100]],
+            }).json()
+            ends = text in ending
+            assert (answer["stop_type"], answer["tokens_predicted"]) == (("eos", 1) if ends else ("limit", 3)), text

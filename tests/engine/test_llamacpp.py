@@ -27,7 +27,7 @@ from maya_server.engine.llama_server import LlamaServerOptions, LlamaServerProce
 from maya_server.errors import ConfigError, EngineStartError
 from maya_server.engine.llamacpp import check_tokenizer
 
-from tests.embedded import child_http, embedded_server, process_gone
+from tests.embedded import child_http, embedded_server, process_gone, start_cli
 from tests.llama_server import free_port
 from tests.server import wait_for
 
@@ -109,6 +109,36 @@ def test_a_tokenizer_that_disagrees_with_llama_server_stops_start_up(maya):
     assert split.value.name == "tokenizer" and decoded.value.name == "model"
 
 
+def test_a_resent_history_asks_llama_server_only_for_what_is_new(maya):
+    cache = maya.engine.tokenizer.cache
+    history = [{"role": "system", "content": "You are terse."},
+               {"role": "user", "content": "Name a colour. " * 40}]
+    client = maya.client()
+    first = client.chat.completions.create(model="m", messages=history, temperature=0, max_tokens=4)
+    misses = cache.misses
+    history += [{"role": "assistant", "content": first.choices[0].message.content},
+                {"role": "user", "content": "Another one."}]
+    second = client.chat.completions.create(model="m", messages=history, temperature=0, max_tokens=4)
+    assert cache.misses - misses == 2                 # the new assistant and user texts; the rest was kept
+    assert second.usage.prompt_tokens > first.usage.prompt_tokens
+    metrics = maya.http().get("/metrics/prometheus").text
+    assert "maya:tokenize_cache_hits_total" in metrics and "maya:tokenize_cache_limit_bytes 6.7108864e+07" in metrics
+
+
+def test_the_child_gets_the_operators_flags_and_none_of_mayas_secrets(monkeypatch):
+    monkeypatch.setenv("MAYA_API_KEYS", "sk-never-in-the-child")
+    monkeypatch.setenv("LLAMA_ARG_N_PREDICT", "1")   # would cut every answer to one token behind Maya's back
+    with embedded_server(ctx=512, slots=1, engine_args=("--no-repack",)) as server:
+        pid = server.engine.process.pid
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        reply = server.client().chat.completions.create(
+            model="m", messages=[{"role": "user", "content": STORY}], temperature=0, max_tokens=8)
+    assert b"--no-repack" in argv
+    assert b"sk-never-in-the-child" not in environ and b"LLAMA_ARG_" not in environ and b"PATH=" in environ
+    assert reply.usage.completion_tokens == 8
+
+
 @pytest.fixture
 def one_slot():
     with embedded_server(ctx=2048, slots=1) as server:
@@ -174,25 +204,8 @@ def test_a_child_killed_mid_chat_stream_ends_it_with_an_error(one_slot):
 
 # The `maya` command itself, as a user runs it.
 
-def _start_cli(*args: str, tmp_path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    log = open(tmp_path / "maya.log", "wb")
-    process = subprocess.Popen([sys.executable, "-m", "maya_server", "--port", str(port), *args],
-                               stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        assert process.poll() is None, (tmp_path / "maya.log").read_text()
-        try:
-            return httpx.get(url + "/health", timeout=1).status_code == 200
-        except httpx.TransportError:
-            return False
-    assert wait_for(healthy, timeout=120)
-    return process, url
-
-
 def test_maya_with_no_flags_answers_in_content_and_sigterm_stops_both(tmp_path):
-    process, url = _start_cli(tmp_path=tmp_path)
+    process, url = start_cli(tmp_path=tmp_path)
     try:
         status = httpx.get(url + "/v1/status").json()
         assert status["family"] == "chatml"                      # from SmolLM2's template, not maya's glm default
@@ -215,7 +228,7 @@ def test_maya_with_no_flags_answers_in_content_and_sigterm_stops_both(tmp_path):
 
 
 def test_sigkill_of_maya_takes_the_child_down(tmp_path):
-    process, url = _start_cli("--ctx", "512", "--slots", "1", tmp_path=tmp_path)
+    process, url = start_cli("--ctx", "512", "--slots", "1", tmp_path=tmp_path)
     try:
         child = httpx.get(url + "/v1/status").json()["engine"]["process"]["pid"]
         assert not process_gone(child)
