@@ -94,7 +94,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         finally:
             shutdown.begin()
             await hub.stop()  # stops every MCP server process and session, even if the jobs fail to stop
-            await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
+            try:
+                await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
+            finally:
+                images.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)

@@ -24,6 +24,7 @@ Runs in a worker thread; `cancelled` is polled between strips.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import threading
@@ -45,9 +46,10 @@ class DecodeCancelled(Exception):
 
 
 def decode_to_png(raw: bytes | bytearray, *, max_pixels: int, bound: ImageBound,
-                  reserve: Callable[[int], None], cancelled: threading.Event | None = None) -> bytes:
-    """The image in `raw` as a PNG within `bound`. `reserve(n)` is called with the bytes the decode needs
-    before it starts, and may raise to refuse it. Raises `BadImage` for anything wrong with the image."""
+                  reserve: Callable[[int, int], None], cancelled: threading.Event | None = None) -> bytes:
+    """The image in `raw` as a PNG within `bound`. `reserve(decoded, work)` is called before the decode starts
+    with the bytes of its pixels as decoded and the most memory the whole step takes (`work_bytes`); it may
+    raise to refuse it. Raises `BadImage` for anything wrong with the image."""
     from PIL import Image
 
     try:
@@ -61,7 +63,7 @@ def decode_to_png(raw: bytes | bytearray, *, max_pixels: int, bound: ImageBound,
         target = bound.target(*image.size)
         if image.format == "JPEG" and target != image.size:
             image.draft("RGB", target)
-        reserve(work_bytes(image.format, image.mode, image.size, target))
+        reserve(decoded_bytes(image.mode, image.size), work_bytes(image.format, image.mode, image.size, target))
         try:
             image.load()
             return _png(_scaled_rgb(image, target, cancelled))
@@ -69,13 +71,21 @@ def decode_to_png(raw: bytes | bytearray, *, max_pixels: int, bound: ImageBound,
             raise
         except Exception:
             raise BadImage("The image could not be decoded (truncated or not an image).", "decode") from None
+        finally:
+            image.close()
+            _return_freed_memory()
+
+
+def decoded_bytes(mode: str, size: tuple[int, int]) -> int:
+    """The bytes of an image's pixels as Pillow holds them once decoded."""
+    return size[0] * size[1] * _BYTES_PER_PIXEL.get(mode, 4)
 
 
 def work_bytes(fmt: str, mode: str, size: tuple[int, int], target: tuple[int, int]) -> int:
     """The most memory decoding and scaling an image takes: its pixels as decoded (WebP's decoder holds a
     second copy), the reduced copy, one strip in two modes and the target with its PNG."""
     width, height = size
-    decoded = width * height * _BYTES_PER_PIXEL.get(mode, 4) * (2 if fmt == "WEBP" else 1)
+    decoded = decoded_bytes(mode, size) * (2 if fmt == "WEBP" else 1)
     factor = _factor(size, target)
     reduced = math.ceil(width / factor) * math.ceil(height / factor) * 4
     strip = width * _strip_rows(factor) * 4 * 2
@@ -116,6 +126,27 @@ def _scaled_rgb(image, target: tuple[int, int], cancelled: threading.Event | Non
         reduced.paste(strip.reduce(factor) if factor > 1 else strip, (0, top // factor))
         del strip
     return reduced if reduced.size == target else reduced.resize(target, Image.Resampling.LANCZOS)
+
+
+def _return_freed_memory() -> None:
+    """Give the freed pixels back to the operating system. glibc's malloc raises its mmap threshold after
+    a large block is freed, so later image-sized blocks come from arenas it keeps: without a trim, RSS stays
+    at its peak after the requests end. Elsewhere (no glibc) there is nothing to do."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    """glibc's `malloc_trim`, looked up once; None where there is none."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def _png(image) -> bytes:

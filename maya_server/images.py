@@ -22,7 +22,9 @@ import asyncio
 import base64
 import binascii
 import threading
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Callable, TypeVar
 
@@ -39,6 +41,9 @@ from .image_url import check_image_url, is_data_url, parse_data_url, parse_fetch
 from .metrics import Metrics
 
 T = TypeVar("T")
+DECODE_THREADS = min(4, os.cpu_count() or 1)
+"""Images decoded at once server-wide: more than the cores only adds memory and stalls the event loop's
+thread for CPU time, without finishing any sooner."""
 ENGINE_IMAGE_BYTES = 64 * 1024 * 1024
 """The most image bytes (PNG, after scaling) one request sends the engine: llama-server refuses a body over
 100 MiB, and the images travel in it as base64 (4/3 larger) beside the prompt. The default limits stay
@@ -86,6 +91,11 @@ class ImageLoader:
         self.metrics = metrics
         self.memory = memory or ImageMemory(limits.server_bytes)
         self._fetcher = ImageFetcher(limits.fetch_limits(), resolver=resolver, transport=transport)
+        self._threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="maya-image")
+
+    def close(self) -> None:
+        """Let the decode threads go (those running finish first)."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
 
     def check(self, conversation: Conversation) -> None:
         """Refuse, before any work, too many images or a URL that is not a well-formed data or http(s) URL."""
@@ -140,7 +150,7 @@ class ImageLoader:
             raw = await self._fetched(parse_fetch_url(image.url), work, image.param)
             size, read = len(raw), lambda: raw  # noqa: E731
         async with work.decode_turn:  # one decode of a request at a time: its memory is one image's
-            png = await work.in_thread(lambda: self._decode(read(), work, image.param))
+            png = await work.in_thread(self._threads, lambda: self._decode(read(), work, image.param))
         work.held.give(size)
         if self.metrics is not None:
             self.metrics.images.labels(source).inc()
@@ -160,8 +170,8 @@ class ImageLoader:
         """In a worker thread: the PNG, with the decode's memory reserved from the pool while it runs."""
         reserved = []
 
-        def reserve(n: int) -> None:
-            work.reserve_decode(n, param)
+        def reserve(decoded: int, n: int) -> None:
+            work.reserve_decode(decoded, n, param)
             reserved.append(n)
 
         try:
@@ -191,24 +201,27 @@ class _RequestImages:
         self.decode_turn = asyncio.Lock()
         self.cancelled = threading.Event()
 
-    def reserve_decode(self, n: int, param: str | None) -> None:
+    def reserve_decode(self, decoded: int, n: int, param: str | None) -> None:
+        """Before a decode: its pixels count against the request's `image_request_bytes` (a 400) and the `n`
+        bytes it needs in all are taken from the pool (a 429 when busy, a 400 when it could never fit)."""
         if n > self.memory.limit:
             raise BadImage(f"Decoding this image takes {n} bytes; the server holds at most {self.memory.limit} "
                            "bytes of images (setting image_server_bytes).", "memory")
-        if self.decoded + n > self.limits.request_bytes:
+        if self.decoded + decoded > self.limits.request_bytes:
             raise BadImage(f"This request's images decode to more than {self.limits.request_bytes} bytes "
                            "(setting image_request_bytes); send fewer or smaller images.", "request_bytes")
         self.held.take(n, param)
-        self.decoded += n
+        self.decoded += decoded
 
-    async def in_thread(self, work: Callable[[], T]) -> T:
-        """`work` in a worker thread; if this task is cancelled meanwhile, the work is told to stop and
-        waited for, so its memory is given back before the cancellation goes on."""
-        future = asyncio.get_running_loop().run_in_executor(None, work)
+    async def in_thread(self, threads: ThreadPoolExecutor, work: Callable[[], T]) -> T:
+        """`work` on one of `threads`; if this task is cancelled meanwhile, the work is told to stop and (once
+        started) waited for, so its memory is given back before the cancellation goes on."""
+        future = asyncio.get_running_loop().run_in_executor(threads, work)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
             self.cancelled.set()
+            future.cancel()  # a decode still waiting for a thread never starts
             await asyncio.wait({future})
             raise
 
