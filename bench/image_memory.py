@@ -6,10 +6,30 @@ noisy 7680x4320 JPEG just under `image_max_bytes`. Each case runs against a fres
 Maya process (the embedded engine, SmolLM2 with the seeded test projector,
 `--image-allow-private` so it may fetch from this script's image server on
 127.0.0.1), so the process's own high-water mark (`VmHWM` in /proc/PID/status)
-is that case's peak. Printed per case: the answers' statuses, Maya's peak RSS
-above its idle RSS (in total and per image), the llama-server child's peak RSS,
-the slowest /health answer while the case ran (sampled every 50 ms), and Maya's
-RSS once the requests ended.
+is that case's peak. Printed per case: the answers' statuses, Maya's idle RSS
+(MiB, after one small image), its peak RSS above that (in total and per image),
+the llama-server child's peak RSS, the slowest /health answer while the case ran
+(sampled every 50 ms, ms), and Maya's RSS 2 s after the requests ended.
+
+Measured on the 2-core dev box (another test suite running beside it), at the
+branch point (9bfcf17: full-resolution BMP to the engine) and after:
+
+    case                                    statuses        peak +MiB /image  child  health ms  after MiB
+    before  1 x PNG, data URL               400 (engine)      351      351     312       428      235
+            1 x PNG, fetched                400               349      349     343       677      233
+            1 x 19 MiB JPEG, fetched        400               398      398     343       444      282
+            8 x PNG in one request          400              3005      376     312      5224     1338
+            2 concurrent x 8 PNG            400,400          6143      384     344      5518     2704
+            4 concurrent x 8 PNG, fetched   400 x 4          8303      259     408      8074     4864
+    after   1 x PNG, data URL               200               139      139     181        10      117
+            1 x PNG, fetched                200               140      140     182        20      109
+            1 x 19 MiB JPEG, fetched        200                42       42     182        16      108
+            8 x PNG in one request          200               141       18     182        58      134
+            2 concurrent x 8 PNG            200,200           282       18     184       119      163
+            4 concurrent x 8 PNG, fetched   200 x 4           296        9     186       341      173
+
+(idle 105 MiB both times; "before" answered every case with llama-server's 400: the base64 body passed
+its 100 MiB limit.)
 
     .venv/bin/python bench/image_memory.py                    # this checkout
     .venv/bin/python bench/image_memory.py --source DIR       # another checkout's maya_server (before/after)
@@ -158,7 +178,7 @@ def run_case(args, mmproj: Path, name: str, requests: list[list[str]]) -> None:
         process.wait(timeout=60)
     images = sum(len(r) for r in requests)
     grown = (peak - idle) / 1024
-    print(f"{name:<44} {','.join(map(str, statuses)):<16} {grown:8.0f} {grown / images:8.0f} "
+    print(f"{name:<44} {','.join(map(str, statuses)):<16} {idle / 1024:6.0f} {grown:8.0f} {grown / images:8.0f} "
           f"{child_peak / 1024:8.0f} {worst[0] * 1000:8.0f} {after / 1024:8.0f}", flush=True)
 
 
@@ -187,8 +207,8 @@ def main() -> None:
     ]
     chosen = range(len(cases)) if args.cases == "all" else [int(n) - 1 for n in args.cases.split(",")]
     print(f"source: {args.source}")
-    print(f"{'case':<44} {'statuses':<16} {'peak MiB':>8} {'/image':>8} {'child':>8} {'health ms':>8} "
-          f"{'after MiB':>8}")
+    print(f"{'case':<44} {'statuses':<16} {'idle':>6} {'peak +MiB':>8} {'/image':>8} {'child':>8} "
+          f"{'health ms':>8} {'after MiB':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         mmproj = write_test_mmproj(Path(tmp) / "mmproj.gguf")
         for i in chosen:
