@@ -26,6 +26,8 @@ from .address_policy import IPAddress
 from .errors import BadImage
 
 DATA_TYPES = ("image/png", "image/jpeg", "image/jpg", "image/webp", "image/gif", "image/bmp")
+MAX_DATA_HEADER = 256
+"""The longest `data:` header (media type and `;base64`) looked for before the comma."""
 MAX_URL_CHARS = 8192
 """The longest http(s) image URL (a data URL is bounded by the request body instead)."""
 _FORBIDDEN = re.compile(r"[\x00-\x20\x7f\\]")
@@ -41,8 +43,9 @@ def bad_url(message: str, reason: str = "url") -> BadImage:
 @dataclass(frozen=True)
 class DataUrl:
     media_type: str
-    payload: str
-    """The base64 text (not yet decoded)."""
+    start: int
+    """Where the base64 text begins in the URL: it is decoded from there, never copied out first (a data
+    URL may be tens of megabytes)."""
 
 
 @dataclass(frozen=True)
@@ -78,14 +81,15 @@ def is_data_url(url: str) -> bool:
 
 
 def parse_data_url(url: str) -> DataUrl:
-    header, comma, payload = url[5:].partition(",")
+    comma = url.find(",", 5, 5 + MAX_DATA_HEADER)
+    header = url[5:comma] if comma >= 0 else ""
     media_type, _, encoding = header.partition(";")
-    if not comma or encoding.lower() != "base64":
+    if comma < 0 or encoding.lower() != "base64":
         raise bad_url("A data URL image must be base64: data:image/png;base64,....", "data_url")
     if media_type.lower() not in DATA_TYPES:
         raise bad_url(f"Unsupported image media type {media_type[:60]!r}; use image/png, image/jpeg, "
                           "image/webp, image/gif or image/bmp.", "media_type")
-    return DataUrl(media_type.lower(), payload)
+    return DataUrl(media_type.lower(), comma + 1)
 
 
 def check_image_url(url: str) -> None:

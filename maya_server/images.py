@@ -19,7 +19,6 @@ request outlives it. Every failure is a 400 `invalid_image` naming the image's
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
 import threading
 import os
@@ -37,7 +36,7 @@ from .image_decode import decode_to_png
 from .image_encoder import ImageBound, bound_for, read_projector
 from .image_fetch import FetchLimits, ImageFetcher, Resolver, system_resolver, too_big
 from .image_memory import Holding, ImageMemory
-from .image_url import check_image_url, is_data_url, parse_data_url, parse_fetch_url
+from .image_url import FetchUrl, check_image_url, is_data_url, parse_data_url, parse_fetch_url
 from .metrics import Metrics
 
 T = TypeVar("T")
@@ -139,25 +138,27 @@ class ImageLoader:
 
     async def _load_one(self, image: ImagePart, work: "_RequestImages") -> bytes:
         if is_data_url(image.url):
-            payload = parse_data_url(image.url).payload
-            size, source = len(payload) * 3 // 4, "data_url"
-            if size > self.limits.max_bytes:
+            start, source = parse_data_url(image.url).start, "data_url"
+            read_bytes = (len(image.url) - start) * 3 // 4
+            if read_bytes > self.limits.max_bytes:
                 raise too_big(self.limits.max_bytes)
+            size = len(image.url) + read_bytes  # its ASCII copy and what it decodes to
             work.held.take(size, image.param)
-            read: Callable[[], bytes | bytearray] = lambda: _base64(payload)  # noqa: E731
+            read: Callable[[], bytes | bytearray] = lambda: _base64(image.url, start)  # noqa: E731
         else:
             source = "url"
             raw = await self._fetched(parse_fetch_url(image.url), work, image.param)
-            size, read = len(raw), lambda: raw  # noqa: E731
+            size = read_bytes = len(raw)
+            read = lambda: raw  # noqa: E731
         async with work.decode_turn:  # one decode of a request at a time: its memory is one image's
             png = await work.in_thread(self._threads, lambda: self._decode(read(), work, image.param))
         work.held.give(size)
         if self.metrics is not None:
             self.metrics.images.labels(source).inc()
-            self.metrics.image_bytes.inc(size)
+            self.metrics.image_bytes.inc(read_bytes)
         return png
 
-    async def _fetched(self, url, work: "_RequestImages", param: str | None) -> bytearray:
+    async def _fetched(self, url: FetchUrl, work: "_RequestImages", param: str | None) -> bytearray:
         if self.metrics is not None:
             self.metrics.image_fetches.inc()
         try:
@@ -249,9 +250,10 @@ async def _all_or_none(work: list) -> list:
     return [task.result() for task in tasks]
 
 
-def _base64(payload: str) -> bytes:
+def _base64(url: str, start: int) -> bytes:
+    """The bytes of a data URL's base64 text from `start`, decoded from one ASCII copy of the URL."""
     try:
-        return base64.b64decode(payload, validate=True)
+        return binascii.a2b_base64(memoryview(url.encode("ascii"))[start:], strict_mode=True)
     except (binascii.Error, ValueError):
         raise BadImage("The data URL's image is not valid base64.", "base64") from None
 
