@@ -30,7 +30,7 @@ import math
 import threading
 from typing import Callable
 
-from .errors import BadImage
+from .errors import BadImage, DecodeCancelled
 from .image_encoder import ImageBound
 
 FORMATS = {"PNG", "JPEG", "WEBP", "GIF", "BMP"}
@@ -39,10 +39,6 @@ STRIP_ROWS = 256
 PNG_LEVEL = 1
 _BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}
 """What Pillow stores per pixel for a mode (every other mode takes 4 bytes)."""
-
-
-class DecodeCancelled(Exception):
-    """The request went away while its image was being scaled."""
 
 
 def decode_to_png(raw: bytes | bytearray, *, max_pixels: int, bound: ImageBound,

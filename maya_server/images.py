@@ -224,6 +224,8 @@ class _RequestImages:
             self.cancelled.set()
             future.cancel()  # a decode still waiting for a thread never starts
             await asyncio.wait({future})
+            if not future.cancelled():
+                future.exception()  # its end (DecodeCancelled, say) is seen here, not logged as unretrieved
             raise
 
     def __enter__(self) -> "_RequestImages":
