@@ -67,7 +67,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     vis.add_argument("--image-request-bytes", dest="image_request_bytes", metavar="N",
                      help="decoded bytes one request's images may add up to (default 1073741824, 1 GiB)")
     vis.add_argument("--image-server-bytes", dest="image_server_bytes", metavar="N",
-                     help="image bytes the server holds at once while images load (default 536870912, 512 MiB)")
+                     help="image bytes the server holds at once while images load (default 805306368, 768 MiB)")
     vis.add_argument("--image-max-redirects", dest="image_max_redirects", metavar="N", help="redirects followed (default 3)")
     vis.add_argument("--image-allow-private", dest="image_allow_private", action="store_const", const=True, default=None,
                      help="allow image URLs on loopback/private/link-local addresses (default: refused)")

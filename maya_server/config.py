@@ -88,8 +88,9 @@ class ServerConfig:
     own input size when its metadata states one) before the engine sees them."""
     image_request_bytes: int = 1024 * 1024 * 1024
     """Decoded bytes one request's images may add up to (width x height x bytes per pixel, as decoded)."""
-    image_server_bytes: int = 512 * 1024 * 1024
-    """Image bytes the whole server holds at once while images load (fetched bodies, decoded pixels)."""
+    image_server_bytes: int = 768 * 1024 * 1024
+    """Image bytes the whole server holds at once while images load (fetched bodies, decoded pixels); the
+    default holds the costliest single image the other limits allow (a 33 MP WebP, ~560 MB to decode)."""
     image_max_redirects: int = 3
     image_allow_private: bool = False
     """Allow image URLs that resolve to loopback, private, link-local or metadata addresses (off: refused)."""

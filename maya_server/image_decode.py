@@ -37,6 +37,10 @@ FORMATS = {"PNG", "JPEG", "WEBP", "GIF", "BMP"}
 STRIP_ROWS = 256
 """Rows converted and reduced at a time: a strip of a 7680-wide image is ~8 MB."""
 PNG_LEVEL = 1
+WEBP_COPIES = 4
+PROGRESSIVE_BYTES_PER_PIXEL = 6
+"""libjpeg keeps a progressive JPEG's DCT coefficients for the whole image at full size, whatever the
+scale it decodes at: two bytes a coefficient, three components at most."""
 _BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}
 """What Pillow stores per pixel for a mode (every other mode takes 4 bytes)."""
 
@@ -56,10 +60,13 @@ def decode_to_png(raw: bytes | bytearray, *, max_pixels: int, bound: ImageBound,
         raise BadImage("The image could not be decoded (truncated or not an image).", "decode") from None
     with image:
         _check_header(image, max_pixels)
-        target = bound.target(*image.size)
+        full_size, target = image.size, bound.target(*image.size)
         if image.format == "JPEG" and target != image.size:
             image.draft("RGB", target)
-        reserve(decoded_bytes(image.mode, image.size), work_bytes(image.format, image.mode, image.size, target))
+        work = work_bytes(image.format, image.mode, image.size, target)
+        if image.format == "JPEG" and image.info.get("progressive"):
+            work += full_size[0] * full_size[1] * PROGRESSIVE_BYTES_PER_PIXEL
+        reserve(decoded_bytes(image.mode, image.size), work)
         try:
             image.load()
             return _png(_scaled_rgb(image, target, cancelled))
@@ -78,10 +85,11 @@ def decoded_bytes(mode: str, size: tuple[int, int]) -> int:
 
 
 def work_bytes(fmt: str, mode: str, size: tuple[int, int], target: tuple[int, int]) -> int:
-    """The most memory decoding and scaling an image takes: its pixels as decoded (WebP's decoder holds a
-    second copy), the reduced copy, one strip in two modes and the target with its PNG."""
+    """The most memory decoding and scaling an image takes: its pixels as decoded (WebP's, four times:
+    libwebp's canvas, the frame Pillow copies out, the image, libwebp's own buffers; measured), the reduced
+    copy, one strip in two modes and the target with its PNG."""
     width, height = size
-    decoded = decoded_bytes(mode, size) * (2 if fmt == "WEBP" else 1)
+    decoded = decoded_bytes(mode, size) * (WEBP_COPIES if fmt == "WEBP" else 1)
     factor = _factor(size, target)
     reduced = math.ceil(width / factor) * math.ceil(height / factor) * 4
     strip = width * _strip_rows(factor) * 4 * 2

@@ -121,3 +121,27 @@ def test_too_many_pixels_and_bad_files_are_bad_images():
         with pytest.raises(BadImage) as caught:
             decode_to_png(raw, max_pixels=33_177_600, bound=ImageBound(1536), reserve=lambda d, w: None)
         assert caught.value.reason in ("decode", "format")
+
+
+def test_a_progressive_jpeg_reserves_libjpegs_full_size_coefficients():
+    image = Image.effect_noise((3000, 2000), 40).convert("RGB")
+    plain, progressive = [], []
+    decode(encoded(image, "JPEG"), ImageBound(512), plain)
+    decode(encoded(image, "JPEG", progressive=True), ImageBound(512), progressive)
+    assert progressive[0][1] - plain[0][1] == 3000 * 2000 * 6
+
+
+def test_the_costliest_image_the_default_limits_allow_fits_the_default_pool():
+    """An image that passes the other limits is never refused for memory alone: the worst one (a WebP at
+    `image_max_pixels`, or a progressive JPEG), with its raw bytes, fits `image_server_bytes`."""
+    from maya_server.config import ServerConfig as C
+
+    side = int(C.image_max_pixels ** 0.5)
+    size = (7680, C.image_max_pixels // 7680)
+    target = ImageBound(C.image_max_side).target(*size)
+    worst = max(work_bytes("WEBP", "RGBA", size, target),
+                work_bytes("JPEG", "RGB", size, target) + size[0] * size[1] * 6,
+                work_bytes("PNG", "RGBA", (side, side), ImageBound(C.image_max_side).target(side, side)))
+    raw = C.image_max_bytes * 7 // 3  # a data URL: its ASCII copy and its decoded bytes
+    assert worst + raw < C.image_server_bytes
+    assert decoded_bytes("RGB", size) * C.image_max_count <= C.image_request_bytes
