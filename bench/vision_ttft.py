@@ -5,7 +5,8 @@ Maya on the default model (SmolLM2-135M) with the seeded test projector
 tokens), in its own process, read with the OpenAI SDK, streaming; the first text
 delta marks the first token. The image is a data URL of a noisy 1024×768 PNG
 (≈2.3 MB), so the ratio covers what an image costs Maya end to end: base64 and
-Pillow decode, the pixel check, PNG re-encode, the multimodal prompt, and
+Pillow decode, the pixel check, the scaling to the projector's input (85x64
+here) and its PNG, the multimodal prompt, and
 llama.cpp's preprocessing and projector. A fresh image each round (a new seed)
 keeps llama-server's prompt cache from reusing the image's embeddings; the text
 is the same. A real vision encoder (hundreds of ViT layers' worth of work) costs

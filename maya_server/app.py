@@ -68,8 +68,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.slots_total.set(engine.slots)
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
-    service = GenerationService(engine, get_dialect(config.family), queue, metrics,
-                                ImageLoader(ImageLimits.from_config(config), metrics))
+    images = ImageLoader(ImageLimits.from_config(config), metrics)
+    metrics.image_memory_bytes.set_function(lambda: images.memory.in_use)
+    metrics.image_memory_limit_bytes.set(images.memory.limit)
+    service = GenerationService(engine, get_dialect(config.family), queue, metrics, images)
     hub = McpHub(config.mcp_servers, McpSettings(
         call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
         start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,
@@ -92,7 +94,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         finally:
             shutdown.begin()
             await hub.stop()  # stops every MCP server process and session, even if the jobs fail to stop
-            await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
+            try:
+                await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
+            finally:
+                images.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)

@@ -60,6 +60,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     vis.add_argument("--image-max-pixels", dest="image_max_pixels", metavar="N", help="largest width x height (default 33177600)")
     vis.add_argument("--image-max-count", dest="image_max_count", metavar="N", help="images per request (default 8)")
     vis.add_argument("--image-fetch-timeout", dest="image_fetch_timeout", metavar="S", help="seconds to connect / between reads (default 10)")
+    vis.add_argument("--image-fetch-deadline", dest="image_fetch_deadline", metavar="S",
+                     help="seconds one image's whole fetch may take (default 30)")
+    vis.add_argument("--image-max-side", dest="image_max_side", metavar="N",
+                     help="longest side an image keeps; larger ones are scaled down (default 1536)")
+    vis.add_argument("--image-request-bytes", dest="image_request_bytes", metavar="N",
+                     help="decoded bytes one request's images may add up to (default 1073741824, 1 GiB)")
+    vis.add_argument("--image-server-bytes", dest="image_server_bytes", metavar="N",
+                     help="image bytes the server holds at once while images load (default 805306368, 768 MiB)")
     vis.add_argument("--image-max-redirects", dest="image_max_redirects", metavar="N", help="redirects followed (default 3)")
     vis.add_argument("--image-allow-private", dest="image_allow_private", action="store_const", const=True, default=None,
                      help="allow image URLs on loopback/private/link-local addresses (default: refused)")

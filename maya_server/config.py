@@ -81,6 +81,16 @@ class ServerConfig:
     """Images one request may carry."""
     image_fetch_timeout: float = 10.0
     """Seconds to connect to, and between reads from, an image URL's server."""
+    image_fetch_deadline: float = 30.0
+    """Seconds one image's whole fetch may take (redirects and body included), however steadily it reads."""
+    image_max_side: int = 1536
+    """The longest side an image keeps: larger ones are scaled down to fit (and further to the projector's
+    own input size when its metadata states one) before the engine sees them."""
+    image_request_bytes: int = 1024 * 1024 * 1024
+    """Decoded bytes one request's images may add up to (width x height x bytes per pixel, as decoded)."""
+    image_server_bytes: int = 768 * 1024 * 1024
+    """Image bytes the whole server holds at once while images load (fetched bodies, decoded pixels); the
+    default holds the costliest single image the other limits allow (a 33 MP WebP, ~560 MB to decode)."""
     image_max_redirects: int = 3
     image_allow_private: bool = False
     """Allow image URLs that resolve to loopback, private, link-local or metadata addresses (off: refused)."""
@@ -264,6 +274,10 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "image_max_pixels": _positive_int,
     "image_max_count": _positive_int,
     "image_fetch_timeout": _positive_float,
+    "image_fetch_deadline": _positive_float,
+    "image_max_side": _positive_int,
+    "image_request_bytes": _positive_int,
+    "image_server_bytes": _positive_int,
     "image_max_redirects": _non_negative_int,
     "image_allow_private": _flag,
     "model_name": _text,

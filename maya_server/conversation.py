@@ -25,8 +25,8 @@ class ImagePart:
     """An image by URL (http(s) or a data: URL); only the `auto` detail is supported.
 
     `param` is where the request carried it (errors name it); `data` is the image once
-    `images.ImageLoader` fetched, checked and re-encoded it (BMP: lossless, cheap to write,
-    and only pixels the check passed reach the engine's own decoder)."""
+    `images.ImageLoader` fetched, checked, scaled to the encoder's bound and re-encoded it (PNG:
+    lossless and compact, and only pixels the checks passed reach the engine's own decoder)."""
 
     url: str
     param: str | None = field(default=None, compare=False)

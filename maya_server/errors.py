@@ -12,7 +12,7 @@
     ├── StorageCapacityError       413 a snapshot too large for the response store
     ├── PayloadTooLargeError       413 a request body over the size limit
     ├── UnsupportedMediaTypeError  415 a POST body that is not application/json
-    ├── RateLimitError             429 (a bounded queue is full)
+    ├── RateLimitError             429 (a bounded queue, or the image memory pool, is full)
     ├── ToolPolicyError            500 invalid_tool_call (the model called an undeclared or disallowed tool)
     ├── StructuredOutputError      500 invalid_structured_output (the output broke text.format or a strict tool's schema)
     ├── JobTimeoutError            500 job_timeout (a background response passed its deadline)
@@ -40,6 +40,9 @@ Beside the tree, the exceptions that never reach a client as an API error:
     EventTooLarge       one event over a background log's byte limit: the job fails with EventLimitError
     StructuredOutputRejected  why an output fails validation, raised from inside the schema walk (the only
                         way to stop jsonschema midway); `StructuredValidator.validate` turns it into its verdict
+    BadImage            an image or image URL that cannot be used, found where its param is unknown: the
+                        image loader raises it again as an ImageError at the image's param
+    DecodeCancelled     the request went away while its image was being scaled: the decode thread stops
 """
 
 from __future__ import annotations
@@ -220,6 +223,19 @@ class ImageError(InvalidRequestError):
     def __init__(self, message: str, *, param: str | None, reason: str) -> None:
         super().__init__(message, param=param)
         self.reason = reason
+
+
+class BadImage(ValueError):
+    """An image (or its URL) that cannot be used, found where the request's param is not known; the image
+    loader raises it again as an `ImageError` at the image's param. `reason` is the metric label."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class DecodeCancelled(Exception):
+    """The request went away while its image was being scaled (polled between strips in the worker thread)."""
 
 
 class McpServerGone(ServiceUnavailableError):

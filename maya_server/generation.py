@@ -80,16 +80,24 @@ class GenerationService:
             i for i in (engine.token_id(text) for text in dialect.stop_texts) if i is not None
         )
 
-    async def load_images(self, conversation: Conversation) -> Conversation:
-        """Fetch and decode the conversation's images (400 at the image's param on any failure). The one
-        place that asks whether the engine takes images at all, before anything is fetched."""
+    def check_images(self, conversation: Conversation) -> None:
+        """Refuse images before any work (400 at the image's param): the one place that asks whether the
+        engine takes images at all, then their count and each URL's form (nothing is fetched)."""
         parts = image_parts(conversation)
         if not parts:
-            return conversation
+            return
         if not self.engine.accepts_images:
             self.metrics.image_rejections.labels("no_vision").inc()
             raise InvalidRequestError(f"Image inputs are not supported here: {self.engine.images_refusal}.",
                                       param=parts[0].param, code="images_not_supported")
+        self.images.check(conversation)
+
+    async def load_images(self, conversation: Conversation) -> Conversation:
+        """Fetch and decode the conversation's images (400 at the image's param on any failure, 429 when the
+        server's image memory is full); `check_images` first."""
+        self.check_images(conversation)
+        if not image_parts(conversation):
+            return conversation
         return await self.images.load(conversation)
 
     async def prepare_async(self, conversation: Conversation, settings: GenerationSettings, *,

@@ -1,51 +1,52 @@
-"""Image inputs, fetched and decoded safely before the engine sees a request.
+"""Image inputs, checked, fetched and decoded small before the engine sees a request.
 
-Every `ImagePart` of a conversation is turned into BMP bytes here, concurrently,
-outside the engine queue: a data URL is checked (base64, an image media type),
-an http(s) URL is fetched. Fetching is bounded and refuses to be used against
-the server's own network:
+    check (syntax, count: before any work) ─► fetch (image_fetch) or decode a data URL
+        ─► decode and scale in a worker thread (image_decode), one image of a request at a time
+        ─► a PNG within the encoder's bound (image_encoder) on every `ImagePart.data`
 
-- only http and https; connect/read timeouts; at most `image_max_redirects`;
-- the host is resolved first and every address it resolves to is checked
-  (loopback, private, link-local — the cloud metadata address among them —,
-  multicast, reserved, unspecified are refused unless `image_allow_private`);
-  the connection then goes to the checked address, not to a second lookup, so a
-  DNS answer that changes in between cannot slip past; each redirect is checked
-  again the same way;
-- the body is read in pieces and abandoned once it passes `image_max_bytes`.
-
-Decoding is Pillow's, for PNG/JPEG/WebP/GIF (first frame)/BMP, after the header
-says width × height is within `image_max_pixels` (a decompression bomb is refused
-before its pixels are). Every failure is a 400 naming the image's `param`, and
-nothing has reached the engine.
+Bounded in every dimension: `image_max_count` images, `image_max_bytes` each on
+the wire, `image_max_pixels` each (from the header, before decoding), the
+decoded bytes a request's images add up to (`image_request_bytes`), and the
+bytes all requests hold at once while their images load (`image_server_bytes`,
+`image_memory`), fetches by `image_fetch_timeout` and `image_fetch_deadline`.
+The images of a request load concurrently; the first that fails cancels the
+others (their fetches close at once), and a cancelled load (client gone, server
+stopping) waits for its decode to stop before it returns, so nothing of a
+request outlives it. Every failure is a 400 `invalid_image` naming the image's
+`param` (a full memory pool: a 429), and nothing has reached the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import binascii
-import io
-import ipaddress
-import socket
+import threading
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Awaitable, Callable
-from urllib.parse import urljoin, urlsplit
+from typing import Callable, TypeVar
 
 import httpx
 
 from .config import ServerConfig
 from .conversation import Conversation, ImagePart, Message, ToolResult, image_parts
-from .errors import ImageError
+from .errors import BadImage, ImageError, RateLimitError
+from .image_decode import decode_to_png
+from .image_encoder import ImageBound, bound_for, read_projector
+from .image_fetch import FetchLimits, ImageFetcher, Resolver, system_resolver, too_big
+from .image_memory import Holding, ImageMemory
+from .image_url import FetchUrl, check_image_url, is_data_url, parse_data_url, parse_fetch_url
 from .metrics import Metrics
 
-FORMATS = {"PNG", "JPEG", "WEBP", "GIF", "BMP"}
-DATA_TYPES = {"image/png", "image/jpeg", "image/jpg", "image/webp", "image/gif", "image/bmp"}
-READ_CHUNK = 65536
-
-Resolver = Callable[[str, int], Awaitable[list[str]]]
-"""host, port -> the addresses to connect to."""
+T = TypeVar("T")
+DECODE_THREADS = min(4, os.cpu_count() or 1)
+"""Images decoded at once server-wide: more than the cores only adds memory and stalls the event loop's
+thread for CPU time, without finishing any sooner."""
+ENGINE_IMAGE_BYTES = 64 * 1024 * 1024
+"""The most image bytes (PNG, after scaling) one request sends the engine: llama-server refuses a body over
+100 MiB, and the images travel in it as base64 (4/3 larger) beside the prompt. The default limits stay
+under it (8 images of at most 1536 x 1536 x 3 bytes)."""
 
 
 @dataclass(frozen=True)
@@ -58,178 +59,205 @@ class ImageLimits:
     fetch_timeout: float = ServerConfig.image_fetch_timeout
     max_redirects: int = ServerConfig.image_max_redirects
     allow_private: bool = ServerConfig.image_allow_private
+    fetch_deadline: float = ServerConfig.image_fetch_deadline
+    request_bytes: int = ServerConfig.image_request_bytes
+    server_bytes: int = ServerConfig.image_server_bytes
+    bound: ImageBound = ImageBound(ServerConfig.image_max_side)
+    """The size an image is scaled down to: `image_max_side`, tightened by the projector's encoder."""
 
     @classmethod
     def from_config(cls, config: ServerConfig) -> "ImageLimits":
+        projector = read_projector(config.mmproj) if config.engine == "llamacpp" else None
         return cls(config.image_max_bytes, config.image_max_pixels, config.image_max_count,
-                   config.image_fetch_timeout, config.image_max_redirects, config.image_allow_private)
+                   config.image_fetch_timeout, config.image_max_redirects, config.image_allow_private,
+                   config.image_fetch_deadline, config.image_request_bytes, config.image_server_bytes,
+                   bound_for(config.image_max_side, projector))
 
-
-async def system_resolver(host: str, port: int) -> list[str]:
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [info[4][0] for info in infos]
-
-
-def refused_address(address: str) -> str | None:
-    """Why connecting to `address` would reach the server's own network, or None when it is public."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    for check, why in (("is_loopback", "loopback"), ("is_link_local", "link-local (cloud metadata)"),
-                       ("is_private", "private"), ("is_multicast", "multicast"), ("is_reserved", "reserved"),
-                       ("is_unspecified", "unspecified")):
-        if getattr(ip, check):
-            return why
-    return None
+    def fetch_limits(self) -> FetchLimits:
+        return FetchLimits(self.max_bytes, self.fetch_timeout, self.fetch_deadline, self.max_redirects,
+                           self.allow_private)
 
 
 class ImageLoader:
-    """Example: `conversation = await loader.load(conversation)`; every ImagePart then has `data` (BMP).
+    """Example: `conversation = await loader.load(conversation)`; every ImagePart then has `data` (PNG).
 
-    `resolver` and `transport` are the two ways out to the network (tests replace them)."""
+    `resolver` and `transport` are the two ways out to the network (tests replace them); `memory` is the
+    server's pool (one per app)."""
 
     def __init__(self, limits: ImageLimits, metrics: Metrics | None = None, *, resolver: Resolver = system_resolver,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None, memory: ImageMemory | None = None) -> None:
         self.limits = limits
         self.metrics = metrics
-        self._resolver = resolver
-        self._transport = transport
+        self.memory = memory or ImageMemory(limits.server_bytes)
+        self._fetcher = ImageFetcher(limits.fetch_limits(), resolver=resolver, transport=transport)
+        self._threads = ThreadPoolExecutor(DECODE_THREADS, thread_name_prefix="maya-image")
+
+    def close(self) -> None:
+        """Let the decode threads go (those running finish first)."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def check(self, conversation: Conversation) -> None:
+        """Refuse, before any work, too many images or a URL that is not a well-formed data or http(s) URL."""
+        images = image_parts(conversation)
+        if len(images) > self.limits.max_count:
+            raise self._refuse(BadImage(f"At most {self.limits.max_count} images are accepted in one request "
+                                        f"(this one has {len(images)}).", "too_many"),
+                               images[self.limits.max_count].param)
+        for image in images:
+            try:
+                check_image_url(image.url)
+            except BadImage as exc:
+                raise self._refuse(exc, image.param) from None
 
     async def load(self, conversation: Conversation) -> Conversation:
         images = [p for p in image_parts(conversation) if p.data is None]
         if not images:
             return conversation
-        if len(images) > self.limits.max_count:
-            raise self._refuse(f"At most {self.limits.max_count} images are accepted in one request "
-                               f"(this one has {len(images)}).", images[self.limits.max_count].param, "too_many")
+        self.check(conversation)
         started = time.monotonic()
-        data = await asyncio.gather(*(self._one(image) for image in images))
+        with _RequestImages(self.memory, self.limits) as work:
+            data = await _all_or_none([self._one(image, work) for image in images])
+        total = sum(len(png) for png in data)
+        if total > ENGINE_IMAGE_BYTES:
+            raise self._refuse(BadImage(f"The request's images come to {total} bytes once scaled; the engine "
+                                        f"takes at most {ENGINE_IMAGE_BYTES} in one request. Send fewer or "
+                                        "smaller images (or lower image_max_side).", "engine_size"), images[0].param)
         if self.metrics is not None:
             self.metrics.image_seconds.observe(time.monotonic() - started)
-        loaded = {id(image): replace(image, data=bmp) for image, bmp in zip(images, data)}
+        loaded = {id(image): replace(image, data=png) for image, png in zip(images, data)}
         return replace(conversation, turns=tuple(_with_parts(turn, loaded) for turn in conversation.turns))
 
-    async def _one(self, image: ImagePart) -> bytes:
-        url = image.url
-        if url.startswith("data:"):
-            raw, source = self._data_url(url, image.param), "data_url"
-        elif urlsplit(url).scheme.lower() in ("http", "https"):
-            raw, source = await self._fetch(url, image.param), "url"
+    async def _one(self, image: ImagePart, work: "_RequestImages") -> bytes:
+        try:
+            return await self._load_one(image, work)
+        except BadImage as exc:
+            raise self._refuse(exc, image.param) from None
+        except RateLimitError:
+            self._count_rejection("memory_full")
+            raise
+
+    async def _load_one(self, image: ImagePart, work: "_RequestImages") -> bytes:
+        if is_data_url(image.url):
+            start, source = parse_data_url(image.url).start, "data_url"
+            read_bytes = (len(image.url) - start) * 3 // 4
+            if read_bytes > self.limits.max_bytes:
+                raise too_big(self.limits.max_bytes)
+            size = len(image.url) + read_bytes  # its ASCII copy and what it decodes to
+            work.held.take(size, image.param)
+            read: Callable[[], bytes | bytearray] = lambda: _base64(image.url, start)  # noqa: E731
         else:
-            raise self._refuse("An image URL must be an http(s) URL or a data URL.", image.param, "scheme")
-        bmp = await asyncio.to_thread(self._decode, raw, image.param)
+            source = "url"
+            raw = await self._fetched(parse_fetch_url(image.url), work, image.param)
+            size = read_bytes = len(raw)
+            read = lambda: raw  # noqa: E731
+        async with work.decode_turn:  # one decode of a request at a time: its memory is one image's
+            png = await work.in_thread(self._threads, lambda: self._decode(read(), work, image.param))
+        work.held.give(size)
         if self.metrics is not None:
             self.metrics.images.labels(source).inc()
-            self.metrics.image_bytes.inc(len(raw))
-        return bmp
+            self.metrics.image_bytes.inc(read_bytes)
+        return png
 
-    def _data_url(self, url: str, param: str | None) -> bytes:
-        header, comma, payload = url[5:].partition(",")
-        media_type, _, encoding = header.partition(";")
-        if not comma or encoding.lower() != "base64":
-            raise self._refuse("A data URL image must be base64: data:image/png;base64,....", param, "data_url")
-        if media_type.lower() not in DATA_TYPES:
-            raise self._refuse(f"Unsupported image media type {media_type[:60]!r}; use image/png, image/jpeg, "
-                               "image/webp, image/gif or image/bmp.", param, "media_type")
-        if len(payload) * 3 // 4 > self.limits.max_bytes:
-            raise self._too_big(param)
+    async def _fetched(self, url: FetchUrl, work: "_RequestImages", param: str | None) -> bytearray:
+        if self.metrics is not None:
+            self.metrics.image_fetches.inc()
         try:
-            return base64.b64decode(payload, validate=True)
-        except (binascii.Error, ValueError):
-            raise self._refuse("The data URL's image is not valid base64.", param, "base64") from None
+            return await self._fetcher.fetch(url, work.held, param)
+        finally:
+            if self.metrics is not None:
+                self.metrics.image_fetches.dec()
 
-    async def _fetch(self, url: str, param: str | None) -> bytes:
-        timeout = httpx.Timeout(self.limits.fetch_timeout)
-        async with httpx.AsyncClient(transport=self._transport, timeout=timeout, follow_redirects=False,
-                                     trust_env=False) as client:
-            for _ in range(self.limits.max_redirects + 1):
-                target, headers, extensions = await self._checked_target(url, param)
-                try:
-                    async with client.stream("GET", target, headers=headers, extensions=extensions) as response:
-                        if response.is_redirect and "location" in response.headers:
-                            url = urljoin(url, response.headers["location"])
-                            continue
-                        if response.status_code != 200:
-                            raise self._refuse(f"Fetching the image failed: HTTP {response.status_code}.",
-                                               param, "http_status")
-                        return await self._read_bounded(response, param)
-                except httpx.TimeoutException:
-                    raise self._refuse(f"Fetching the image timed out ({self.limits.fetch_timeout}s).",
-                                       param, "timeout") from None
-                except httpx.HTTPError as exc:
-                    raise self._refuse(f"Fetching the image failed ({type(exc).__name__}).", param, "fetch") from None
-        raise self._refuse(f"The image URL redirected more than {self.limits.max_redirects} times.", param, "redirects")
+    def _decode(self, raw: bytes | bytearray, work: "_RequestImages", param: str | None) -> bytes:
+        """In a worker thread: the PNG, with the decode's memory reserved from the pool while it runs."""
+        reserved = []
 
-    async def _checked_target(self, url: str, param: str | None) -> tuple[str, dict, dict]:
-        """The URL to request (the checked address in place of the name), its Host header and TLS name."""
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise self._refuse("An image URL must be an http(s) URL with a host.", param, "scheme")
-        host = parts.hostname
-        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
-        try:
-            literal = ipaddress.ip_address(host)
-            addresses = [str(literal)]
-        except ValueError:
-            try:
-                addresses = await self._resolver(host, port)
-            except OSError:
-                raise self._refuse(f"The image URL's host {host[:100]!r} does not resolve.", param, "dns") from None
-        if not addresses:
-            raise self._refuse(f"The image URL's host {host[:100]!r} does not resolve.", param, "dns")
-        if not self.limits.allow_private:
-            for address in addresses:
-                why = refused_address(address)
-                if why is not None:
-                    raise self._refuse(f"The image URL's host resolves to a {why} address, which this server "
-                                       "does not fetch from (setting image_allow_private).", param, "address")
-        address = addresses[0]
-        netloc = f"[{address}]" if ":" in address else address
-        target = parts._replace(netloc=f"{netloc}:{port}").geturl()
-        return target, {"Host": parts.netloc.rsplit("@", 1)[-1]}, {"sni_hostname": host}
-
-    async def _read_bounded(self, response: httpx.Response, param: str | None) -> bytes:
-        length = response.headers.get("content-length")
-        if length and length.isdigit() and int(length) > self.limits.max_bytes:
-            raise self._too_big(param)
-        body = bytearray()
-        async for piece in response.aiter_bytes(READ_CHUNK):
-            body += piece
-            if len(body) > self.limits.max_bytes:
-                raise self._too_big(param)
-        return bytes(body)
-
-    def _decode(self, raw: bytes, param: str | None) -> bytes:
-        from PIL import Image
+        def reserve(decoded: int, n: int) -> None:
+            work.reserve_decode(decoded, n, param)
+            reserved.append(n)
 
         try:
-            with Image.open(io.BytesIO(raw)) as image:
-                if image.format not in FORMATS:
-                    raise self._refuse(f"Unsupported image format {image.format}; use PNG, JPEG, WebP, GIF or BMP.",
-                                       param, "format")
-                width, height = image.size
-                if width * height > self.limits.max_pixels:
-                    raise self._refuse(f"The image is {width}x{height} pixels; at most {self.limits.max_pixels} "
-                                       "pixels are accepted (setting image_max_pixels).", param, "pixels")
-                image.seek(0)  # a GIF's first frame
-                out = io.BytesIO()
-                image.convert("RGB").save(out, format="BMP")  # lossless and ~15x cheaper to write than PNG
-                return out.getvalue()
-        except ImageError:
-            raise
-        except Image.DecompressionBombError:
-            raise self._refuse("The image has too many pixels (setting image_max_pixels).", param, "pixels") from None
-        except Exception:  # Pillow's decoders raise many types on malformed input; each is the client's bad image
-            raise self._refuse("The image could not be decoded (truncated or not an image).", param, "decode") from None
+            return decode_to_png(raw, max_pixels=self.limits.max_pixels, bound=self.limits.bound, reserve=reserve,
+                                 cancelled=work.cancelled)
+        finally:
+            work.held.give(sum(reserved))
 
-    def _too_big(self, param: str | None) -> ImageError:
-        return self._refuse(f"The image is larger than {self.limits.max_bytes} bytes (setting image_max_bytes).",
-                            param, "too_big")
+    def _refuse(self, exc: BadImage, param: str | None) -> ImageError:
+        self._count_rejection(exc.reason)
+        return ImageError(str(exc), param=param, reason=exc.reason)
 
-    def _refuse(self, message: str, param: str | None, reason: str) -> ImageError:
+    def _count_rejection(self, reason: str) -> None:
         if self.metrics is not None:
             self.metrics.image_rejections.labels(reason).inc()
-        return ImageError(message, param=param, reason=reason)
+
+
+class _RequestImages:
+    """One request's image work: its share of the server's memory, the decoded bytes it has used of
+    `image_request_bytes`, the turn its decodes take one at a time, and the flag that stops them."""
+
+    def __init__(self, memory: ImageMemory, limits: ImageLimits) -> None:
+        self.held: Holding = memory.holding()
+        self.memory = memory
+        self.limits = limits
+        self.decoded = 0
+        self.decode_turn = asyncio.Lock()
+        self.cancelled = threading.Event()
+
+    def reserve_decode(self, decoded: int, n: int, param: str | None) -> None:
+        """Before a decode: its pixels count against the request's `image_request_bytes` (a 400) and the `n`
+        bytes it needs in all are taken from the pool (a 429 when busy, a 400 when it could never fit)."""
+        if n > self.memory.limit:
+            raise BadImage(f"Decoding this image takes {n} bytes; the server holds at most {self.memory.limit} "
+                           "bytes of images (setting image_server_bytes).", "memory")
+        if self.decoded + decoded > self.limits.request_bytes:
+            raise BadImage(f"This request's images decode to more than {self.limits.request_bytes} bytes "
+                           "(setting image_request_bytes); send fewer or smaller images.", "request_bytes")
+        self.held.take(n, param)
+        self.decoded += decoded
+
+    async def in_thread(self, threads: ThreadPoolExecutor, work: Callable[[], T]) -> T:
+        """`work` on one of `threads`; if this task is cancelled meanwhile, the work is told to stop and (once
+        started) waited for, so its memory is given back before the cancellation goes on."""
+        future = asyncio.get_running_loop().run_in_executor(threads, work)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            future.cancel()  # a decode still waiting for a thread never starts
+            await asyncio.wait({future})
+            if not future.cancelled():
+                future.exception()  # its end (DecodeCancelled, say) is seen here, not logged as unretrieved
+            raise
+
+    def __enter__(self) -> "_RequestImages":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.cancelled.set()
+        self.held.__exit__(*exc)
+
+
+async def _all_or_none(work: list) -> list:
+    """Every result in order; the first failure cancels the rest (and waits for them to end) and is raised,
+    as is this task's own cancellation."""
+    tasks = [asyncio.ensure_future(w) for w in work]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks:
+            task.cancel()  # a no-op for a finished one
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()
+    return [task.result() for task in tasks]
+
+
+def _base64(url: str, start: int) -> bytes:
+    """The bytes of a data URL's base64 text from `start`, decoded from one ASCII copy of the URL."""
+    try:
+        return binascii.a2b_base64(memoryview(url.encode("ascii"))[start:], strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise BadImage("The data URL's image is not valid base64.", "base64") from None
 
 
 def _with_parts(turn, loaded: dict[int, ImagePart]):

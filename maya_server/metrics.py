@@ -39,6 +39,12 @@ class Metrics:
         self.images = Counter("maya:images", "Images fetched or decoded and handed to the engine", ["source"], registry=r)
         self.image_bytes = Counter("maya:image_bytes", "Bytes of image inputs read (fetched bodies, decoded data URLs)", registry=r)
         self.image_rejections = Counter("maya:image_rejections", "Image inputs refused", ["reason"], registry=r)
+        self.image_fetches = Gauge("maya:image_fetches", "Image fetches in progress", registry=r)
+        self.image_memory_bytes = Gauge("maya:image_memory_bytes",
+                                        "Image bytes held while images load (fetched bodies, decoded pixels)",
+                                        registry=r)
+        self.image_memory_limit_bytes = Gauge("maya:image_memory_limit_bytes",
+                                              "The most image bytes held at once (image_server_bytes)", registry=r)
         self.image_seconds = Histogram("maya:image_load_seconds", "Fetching and decoding one request's images",
                                        buckets=LATENCY_BUCKETS, registry=r)
 

@@ -226,3 +226,122 @@ def test_resource_routes_and_queries(server, target, query, route):
 def test_every_other_route_and_method(server, path, method, query):
     headers = {"Content-Type": "application/json"} if method in ("POST", "PUT", "PATCH") else {}
     check(server, method, f"{path}?{urlencode(query)}", headers=headers, content=b"{}" if headers else None)
+
+
+# Image URLs: every one is accepted or refused with a 400 `invalid_image` at its param, never a 5xx; the
+# loader's resolver answers with a public address and its transport is in-process (a PNG, or a redirect
+# to a fuzzed Location), so nothing leaves this machine, and the transport fails the test if it is asked
+# to connect anywhere the address policy refuses.
+
+LABEL_CHARS = "ab0-_.é日\u3002%[]:@\\ \t"
+hosts = st.one_of(
+    st.text(alphabet=LABEL_CHARS, min_size=0, max_size=20),
+    st.lists(st.text(alphabet="abz09-_", min_size=0, max_size=66), min_size=1, max_size=5).map(".".join),
+    st.sampled_from(["[::1]", "[2001:db8::1]", "[zz]", "[::1", "::1]", "[fe80::1%25eth0]", "[1.2.3.4]",
+                     "2130706433", "0x7f.1", "127.1", "01.2.3.4", "1.2.3.4.5", "93.184.216.34", "xn--zz",
+                     "xn--exmple-cua.example", "ex\u00e4mple.com", "\u2100", "a..b", "-a.example", "a" * 64]),
+)
+ports = st.one_of(st.just(""), st.text(alphabet="0123456789-+:a٣", max_size=7).map(lambda p: ":" + p))
+image_urls = st.one_of(
+    st.builds(lambda scheme, sep, user, host, port, path: f"{scheme}{sep}{user}{host}{port}{path}",
+              st.sampled_from(["http", "HTTP", "hTtPs", "https", "ftp", "data", "javascript", ""]),
+              st.sampled_from(["://", ":/", ":\\\\", ":", "://"]),
+              st.sampled_from(["", "user:pw@", "@", "a@b@"]), hosts, ports,
+              st.text(alphabet="/a?#%.\\ \x00é", max_size=10)),
+    st.text(max_size=30),
+)
+IMAGE_EXAMPLES = settings(max_examples=300, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=list(HealthCheck))
+
+
+def _png() -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (4, 4), (1, 2, 3)).save(out, format="PNG")
+    return out.getvalue()
+
+
+PNG = _png()
+
+
+def _image_loader(location: str | None = None):
+    from maya_server.address_policy import parse_address, refusal
+    from maya_server.images import ImageLimits, ImageLoader
+
+    redirected = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert refusal(parse_address(request.url.host)) is None, f"asked to connect to {request.url}"
+        if location is not None and not redirected:
+            redirected.append(True)
+            return httpx.Response(302, headers={"location": location})
+        return httpx.Response(200, content=PNG)
+
+    async def public(host, port):
+        return ["93.184.216.34"]
+
+    return ImageLoader(ImageLimits(), resolver=public, transport=httpx.MockTransport(handler))
+
+
+def _load(loader, url: str):
+    import asyncio
+
+    from maya_server.conversation import Conversation, ImagePart, Message
+    from maya_server.errors import ImageError
+
+    try:
+        loaded = asyncio.run(loader.load(Conversation((Message("user", (ImagePart(url, param="p"),)),))))
+    except ImageError as exc:
+        assert (exc.param, exc.code, exc.status) == ("p", "invalid_image", 400)
+        return None
+    return loaded.turns[0].content[0].data
+
+
+@IMAGE_EXAMPLES
+@given(url=image_urls)
+def test_image_urls(url):
+    _load(_image_loader(), url)
+
+
+@IMAGE_EXAMPLES
+@given(location=st.one_of(image_urls, st.sampled_from(["/ok.png", "ok.png", "//cdn.example/x", "HTTP://B.example/",
+                                                        "data:image/png;base64,AAAA", "http:\\\\h/x", ""])))
+def test_image_redirects_to_odd_locations(location):
+    _load(_image_loader(location), "http://images.example/a.png")
+
+
+@pytest.fixture(scope="module")
+def vision_server():
+    from maya_server.images import ImageLimits, ImageLoader  # noqa: F401
+
+    config = scripted_config()
+    running = RunningServer(config, ScriptedEngine(["A picture."], context_size=config.ctx))
+    running.engine.accepts_images = True  # the scripted engine, standing in for a vision engine
+    service = running.app.state.service
+    service.images = _image_loader()
+    with httpx.Client(base_url=running.url, timeout=30) as http:
+        running.fuzz_http = http
+        yield running
+    running.stop()
+
+
+@IMAGE_EXAMPLES
+@given(url=image_urls, api=st.sampled_from(["chat", "responses"]))
+def test_image_urls_over_http(vision_server, url, api):
+    if api == "chat":
+        body = {"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}}]}]}
+        path, param = "/v1/chat/completions", "messages[0].content[0].image_url.url"
+    else:
+        body = {"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": url}]}]}
+        path, param = "/v1/responses", "input[0].content[0].image_url"
+    calls = vision_server.engine.calls
+    answer = vision_server.fuzz_http.post(path, json=body)
+    assert answer.status_code in (200, 400), answer.text[:300]
+    if answer.status_code == 400:
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == ("invalid_image", param), error
+        assert vision_server.engine.calls == calls

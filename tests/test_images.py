@@ -57,10 +57,10 @@ def refusal(image_loader: ImageLoader, *urls: str) -> ImageError:
 
 
 @pytest.mark.parametrize("fmt", ["PNG", "JPEG", "WEBP", "GIF", "BMP"])
-def test_each_format_is_re_encoded_as_bmp(fmt):
+def test_each_format_is_re_encoded_as_png(fmt):
     conversation = load(loader(), data_url(png(fmt=fmt), f"image/{fmt.lower()}"))
     data = conversation.turns[0].content[1].data
-    assert Image.open(io.BytesIO(data)).format == "BMP"
+    assert Image.open(io.BytesIO(data)).format == "PNG"
 
 
 @pytest.mark.parametrize("url, reason", [
@@ -213,3 +213,100 @@ def test_over_http_every_bad_image_is_a_400_and_the_engine_is_untouched(start_se
     assert chat.status_code == 400 and chat.json()["error"]["param"] == "messages[0].content[0].image_url.url"
     assert server.engine.calls == 0
     assert 'maya:image_rejections_total{reason="address"} 1.0' in metrics
+
+
+@pytest.mark.parametrize("address", ["100.100.100.200", "100.64.0.1", "192.0.0.200", "fec0::1", "2002:a9fe:a9fe::",
+                                     "64:ff9b::a00:1", "::ffff:a9fe:a9fe", "2001:0:5db8:d822::3f57:fefe",
+                                     "::10.0.0.1", "ff02::1", "198.18.0.1", "240.0.0.1"])
+def test_the_ranges_pythons_flags_miss_are_refused_without_connecting(address):
+    image_loader = ImageLoader(ImageLimits(), resolver=resolving_to(address), transport=NoNetwork())
+    assert refusal(image_loader, "https://images.example.com/cat.png").reason == "address"
+
+
+class Stalling:
+    """An image server on 127.0.0.1 that sends a byte every `every` seconds and never finishes; it notes
+    when a client asked and when the client closed the connection."""
+
+    def __init__(self, every: float = 0.1) -> None:
+        self.requested, self.closed = threading.Event(), threading.Event()
+        self.connections = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path == "/fail":  # a refusal that comes once the slow fetch is under way
+                    owner.requested.wait(5)
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                owner.connections += 1
+                self.send_response(200)
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                owner.requested.set()
+                try:
+                    for _ in range(600):
+                        self.wfile.write(b"\0")
+                        self.wfile.flush()
+                        time.sleep(every)
+                except OSError:
+                    owner.closed.set()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.url = self.base + "/slow.png"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def stalling():
+    server = Stalling()
+    yield server
+    server.httpd.shutdown()
+
+
+def test_a_fetch_that_reads_steadily_still_ends_at_its_deadline(stalling):
+    started = time.monotonic()
+    error = refusal(local_loader(fetch_timeout=5, fetch_deadline=0.6), stalling.url)
+    assert error.reason == "deadline" and "image_fetch_deadline" in error.message
+    assert time.monotonic() - started < 5  # not the per-read timeout, nor the body's end
+    assert stalling.closed.wait(5)
+
+
+def test_the_first_refused_image_cancels_the_others_fetches(stalling):
+    async def scenario():
+        image_loader = local_loader()
+        task = asyncio.ensure_future(image_loader.load(Conversation((Message("user", (
+            ImagePart(stalling.url, param="p[0]"), ImagePart(stalling.base + "/fail", param="p[1]"))),))))
+        with pytest.raises(ImageError) as caught:
+            await task
+        return caught.value
+
+    error = asyncio.run(scenario())
+    assert (error.param, error.reason) == ("p[1]", "http_status")
+    assert stalling.closed.wait(5)  # the slow fetch did not outlive the request
+
+
+def test_a_cancelled_load_closes_its_fetches_and_gives_its_memory_back(stalling):
+    metrics = Metrics()
+    image_loader = ImageLoader(ImageLimits(allow_private=True), metrics)
+
+    async def scenario():
+        task = asyncio.ensure_future(image_loader.load(Conversation((Message("user", (
+            ImagePart(stalling.url, param="p[0]"), ImagePart(stalling.url, param="p[1]"))),))))
+        for _ in range(200):
+            if stalling.connections == 2:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(scenario())
+    assert stalling.closed.wait(5)
+    assert image_loader.memory.in_use == 0
+    assert 'maya:image_fetches 0.0' in metrics.render().decode()

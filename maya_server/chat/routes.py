@@ -13,6 +13,7 @@ from ..events import Failed, PipelineEvent
 from ..generation import GenerationService
 from ..http.body import BodyLimits, read_json
 from ..http.errors import error_response
+from ..http.image_loading import load_admitted
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from ..mcp.hub import McpHub
@@ -38,15 +39,21 @@ def chat_router(
         output_format = parse_response_format(body.response_format)
         check_strict_tools(body)
         conversation, settings = to_conversation(body, messages, output_format=output_format), to_settings(body)
-        conversation = await service.load_images(conversation)
-        tools = None
-        if body.strata_mcp:
-            conversation, tools = await offer_mcp_tools(hub, conversation)
-        prepared = await service.prepare_async(conversation, settings, large=large)
+        # a request with images is admitted before they load; a full queue is a 429 before any byte of a stream
+        conversation, admission = await load_admitted(request, service, conversation)
+        try:
+            tools = None
+            if body.strata_mcp:
+                conversation, tools = await offer_mcp_tools(hub, conversation)
+            prepared = await service.prepare_async(conversation, settings, large=large)
+        except BaseException:
+            if admission is not None:
+                admission.release()
+            raise
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         assembler = ChatAssembler(model_name, include_usage=include_usage, mcp=bool(body.strata_mcp))
         gate = publish_gate(body, output_format)
-        admission = service.admit()  # a full queue is a 429 here, before any byte of a stream
+        admission = admission or service.admit()
         if tools is None:
             events = gated(service.run(prepared, admission), gate)
         else:

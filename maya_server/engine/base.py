@@ -79,7 +79,7 @@ class Generation:
     report_progress: bool = False
     """Ask an engine that `reports_prompt_progress` to yield `PromptProgress` before the first token."""
     images: tuple[bytes, ...] = ()
-    """Images (BMP, re-encoded by Maya) for an engine that `accepts_images`; image `i` goes before `prompt_ids[image_positions[i]]`."""
+    """Images (PNG, scaled and re-encoded by Maya) for an engine that `accepts_images`; image `i` goes before `prompt_ids[image_positions[i]]`."""
     image_positions: tuple[int, ...] = ()
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
 

@@ -174,18 +174,17 @@ class UpstreamEngine(Engine):
             raise EngineError(f"images reached an engine that cannot take them: {self.images_refusal}")
         stop_ids = generation.params.stop_token_ids
         stream = TokenStream(self.tokenizer, stop_ids, generation.params.max_tokens)
-        prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
-                                    generation.image_positions, self.info.media_marker or "")
-                  if generation.images else generation.prompt_ids)
         report_progress = generation.report_progress and self.reports_prompt_progress
         native = self.info.kind == "llama-server"  # its own endpoint: no `[DONE]`, its final chunk ends the stream
         if native:
             path, parse = NATIVE_PATH, parse_native_event
-            body = orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress))
+            # images are base64 in the body (tens of MB at most): encoded off the event loop
+            body = await asyncio.to_thread(self._native_body, generation, report_progress) if generation.images \
+                else self._native_body(generation, report_progress)
         else:
             path, parse = "/v1/completions", parse_event
-            body = orjson.dumps(completion_request(self.info.kind, self.info.model, prompt, generation.params,
-                                                   stop_ids, report_progress=report_progress))
+            body = orjson.dumps(completion_request(self.info.kind, self.info.model, generation.prompt_ids,
+                                                   generation.params, stop_ids, report_progress=report_progress))
         outcome, failure = "cancelled", None
         answer = None
         self._streaming += 1
@@ -240,6 +239,13 @@ class UpstreamEngine(Engine):
             if answer is not None:
                 answer.close()
             self.health.record(outcome, failure)
+
+    def _native_body(self, generation: Generation, report_progress: bool) -> bytes:
+        prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
+                                    generation.image_positions, self.info.media_marker or "")
+                  if generation.images else generation.prompt_ids)
+        return orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress))
+
 
 def together(tokens: list[GeneratedToken]) -> GeneratedToken:
     """The tokens of one read as one piece of text (the last id stands for them): the pipeline, the parser and

@@ -255,7 +255,7 @@ def error_from_payload(status: int, payload: dict) -> UpstreamError:
         )
     if status in (400, 413, 422):
         return UpstreamRejected(
-            f"The upstream engine rejected the request: {message}",
+            f"The upstream engine rejected the request: {message or _no_reason(status)}",
             status=400, type="invalid_request_error", code="upstream_rejected",
         )
     if status == 429:
@@ -267,6 +267,14 @@ def error_from_payload(status: int, payload: dict) -> UpstreamError:
     if status in (401, 403):
         return UpstreamError(f"The upstream engine refused Maya's credentials (HTTP {status}); check --upstream-key")
     return UpstreamError(f"The upstream engine failed (HTTP {status})")
+
+
+def _no_reason(status: int) -> str:
+    """What to say when the engine gave no message (llama-server answers a body over its size limit with a
+    bare 413)."""
+    if status == 413:
+        return "HTTP 413, the request body is larger than the engine accepts (send fewer or smaller images)"
+    return f"HTTP {status}, with no reason given"
 
 
 def _message_and_type(payload: dict) -> tuple[str, str]:

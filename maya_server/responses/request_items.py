@@ -126,7 +126,6 @@ _UNSUPPORTED_PARTS = {
 _UNSUPPORTED_PART_FIELDS = {
     "prompt_cache_breakpoint": "Maya reuses cached prompt prefixes natively and takes no explicit breakpoints.",
 }
-_IMAGE_URL_PREFIXES = ("http://", "https://", "data:image/")
 
 
 def parse_input(raw: Any, prefix: Sequence[Any] = ("input",)) -> tuple[InputItem, ...]:
@@ -241,7 +240,5 @@ def _check_image(part: InputImage, prefix: Sequence[Any]) -> None:
     if part.image_url is None:
         where = path(prefix, "image_url")
         raise InvalidRequestError(f"Missing required parameter: '{where}'.", param=where)
-    if not part.image_url.startswith(_IMAGE_URL_PREFIXES):
-        raise bad_value(path(prefix, "image_url"), "expected an http(s) URL or a data:image/... URL.")
     if part.detail not in (None, "auto"):
         raise bad_value(path(prefix, "detail"), f"{part.detail!r}. Only the 'auto' image detail is supported.")

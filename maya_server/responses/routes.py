@@ -21,6 +21,7 @@ from ..errors import InvalidRequestError, MayaError
 from ..events import Failed, PipelineEvent, Usage
 from ..generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..http.body import BodyLimits, read_json
+from ..http.image_loading import load_admitted
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
@@ -50,13 +51,20 @@ def responses_router(
         """Leaving this releases the turn (the caller's `with`) unless the stream or job it returns took it."""
         settings = to_settings(body)
         conversation = to_conversation(body, prior=turn.prior)
-        prepared = None  # a background job with images: its worker loads them and prepares
-        if not (body.background and image_parts(conversation)):
-            conversation = await service.load_images(conversation)
-            prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
-        # a full queue is a 429 here, before any byte of a stream; an admitted background job
-        # takes its place when a worker starts it, and waits however full the queue is
-        admission = None if body.background else service.admit()
+        prepared, admission = None, None  # a background job with images: its worker loads them and prepares
+        if body.background and image_parts(conversation):
+            service.check_images(conversation)  # what can be refused without fetching is refused now
+        else:
+            # images are loaded once admitted; a full queue is a 429 here, before any byte of a stream
+            conversation, admission = await load_admitted(request, service, conversation)
+            try:
+                prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
+            except BaseException:
+                if admission is not None:
+                    admission.release()
+                raise
+        # an admitted background job takes its place when a worker starts it, and waits however full the queue is
+        admission = None if body.background else admission or service.admit()
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
         gate = _gate(body)
         if admission is None:

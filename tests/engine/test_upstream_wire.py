@@ -123,6 +123,16 @@ def test_upstream_answers_map_to_openai_errors(status, body, expected_status, co
         assert "secret" not in error.message  # an upstream's internals are not the client's business
 
 
+@pytest.mark.parametrize("status, says", [(413, "HTTP 413, the request body is larger than the engine accepts"),
+                                         (400, "HTTP 400, with no reason given")])
+def test_a_refusal_without_a_message_says_its_status(status, says):
+    """llama-server answers a body past its size limit with a bare 413: the client learns why."""
+    for body in (b"", b"{}", b'{"error": {"message": ""}}'):
+        error = error_from_response(status, body)
+        assert (error.status, error.code) == (400, "upstream_rejected")
+        assert says in error.message
+
+
 def test_a_non_json_error_body_still_maps():
     assert error_from_response(502, b"<html>bad gateway</html>").code == "upstream_error"
 
