@@ -65,7 +65,7 @@ class GgufVocabulary:
         if not isinstance(tokens, list) or not tokens:
             raise UnsupportedVocabulary("the GGUF has no tokenizer.ggml.tokens vocabulary")
         if model in BYTE_LEVEL_MODELS and metadata.get("tokenizer.ggml.pre") not in ESCAPED_BPE_PRE:
-            self._normal = _unmap_byte_level
+            self._normal = unmap_byte_level
         elif model in (*BYTE_LEVEL_MODELS, *ESCAPED_MODELS):
             self._normal = _unescape_spaces
         else:
@@ -114,7 +114,8 @@ class GgufVocabulary:
         return b""
 
 
-def _unmap_byte_level(token: str) -> bytes:
+def unmap_byte_level(token: str) -> bytes:
+    """A byte-level BPE token's bytes (GPT-2's printable stand-ins undone)."""
     # a character outside the 256 stand-ins cannot come from the converter; it is kept as its own UTF-8
     return b"".join(bytes((_BYTE_LEVEL[c],)) if c in _BYTE_LEVEL else c.encode("utf-8") for c in token)
 

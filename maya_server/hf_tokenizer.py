@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Sequence
 
 from tokenizers import Tokenizer as _RustTokenizer
+from tokenizers.decoders import ByteLevel
+
+from .gguf_vocabulary import unmap_byte_level
 
 
 class HfTokenizer:
@@ -30,6 +33,8 @@ class HfTokenizer:
         self._full = tokenizer
         self._plain = _RustTokenizer.from_str(tokenizer.to_str())
         self._plain.encode_special_tokens = True
+        self._byte_level = isinstance(tokenizer.decoder, ByteLevel)
+        self._added = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items()}
 
     @classmethod
     def from_file(cls, path: str | Path) -> "HfTokenizer":
@@ -48,6 +53,17 @@ class HfTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._full.decode(list(ids), skip_special_tokens=False)
+
+    def token_bytes(self, token_id: int) -> bytes | None:
+        """One token's bytes where the text of ids is their bytes joined (a byte-level BPE: GLM, DeepSeek, Qwen,
+        Llama 3); None for other decoders, whose joins are more than that."""
+        if not self._byte_level:
+            return None
+        added = self._added.get(token_id)
+        if added is not None:
+            return added.encode("utf-8")
+        token = self._full.id_to_token(token_id)
+        return unmap_byte_level(token) if token is not None else b""
 
     def token_id(self, text: str) -> int | None:
         """The id of a single token's text (e.g. a stop text), or None when it is not one token."""

@@ -15,10 +15,17 @@ completes (a model emitting invalid UTF-8) is released after `MAX_PENDING`
 tokens rather than held forever. The window of emitted ids grows to
 `2 × CONTEXT_TOKENS` before it is cut back, so its text is usually the last
 decode's and one decode a token is the rule (this runs for every streamed token).
+
+Faster still where the tokenizer knows each token's bytes (`token_bytes`: the
+GGUF vocabulary, a byte-level BPE `tokenizer.json`): the text is then the
+pieces' bytes joined, as llama.cpp and byte-level decoders make it, so each id's
+bytes go through Python's incremental UTF-8 decoder, which holds a cut
+character's bytes by itself (invalid bytes become U+FFFD at once).
 """
 
 from __future__ import annotations
 
+import codecs
 import os
 
 from ..tokenizer import Tokenizer
@@ -40,12 +47,18 @@ class IncrementalDetokenizer:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self._tokenizer = tokenizer
+        self._token_bytes = getattr(tokenizer, "token_bytes", None)
+        if self._token_bytes is not None and self._token_bytes(0) is None:
+            self._token_bytes = None  # this tokenizer's text is more than its pieces joined
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         self._context: list[int] = []
         self._context_text = ""
         self._pending: list[int] = []
 
     def push(self, token_id: int) -> str:
         """The text that `token_id` completes ("" while it ends inside a character)."""
+        if self._token_bytes is not None:
+            return self._utf8.decode(self._token_bytes(token_id))
         self._pending.append(token_id)
         text = self._tokenizer.decode(self._context + self._pending)
         if text.endswith(REPLACEMENT) and len(self._pending) < MAX_PENDING:
@@ -54,6 +67,8 @@ class IncrementalDetokenizer:
 
     def flush(self) -> str:
         """Release the held-back ids at the end of the stream."""
+        if self._token_bytes is not None:
+            return self._utf8.decode(b"", final=True)
         if not self._pending:
             return ""
         return self._release(self._tokenizer.decode(self._context + self._pending))

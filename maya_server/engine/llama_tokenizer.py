@@ -117,6 +117,10 @@ class LlamaServerTokenizer:
     def token_id(self, text: str) -> int | None:
         return self.vocabulary.special_id(text)
 
+    def token_bytes(self, token_id: int) -> bytes:
+        """One token's bytes: the text of ids is their bytes joined (`IncrementalDetokenizer`'s fast path)."""
+        return self.vocabulary.piece(token_id)
+
     def engine_tokens(self, text: str, *, special: bool) -> list[int]:
         """llama-server's own ids for `text`, uncached (no BOS; `special` parses control tokens)."""
         try:

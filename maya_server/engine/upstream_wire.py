@@ -39,7 +39,7 @@ _CONTEXT_ERROR = re.compile(r"context (length|size|window)|maximum context|longe
 _TOKEN_ID_TEXT = re.compile(r"token_id:(\d+)")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class UpstreamChunk:
     text: str = ""
     token_ids: tuple[int, ...] | None = None
@@ -180,6 +180,10 @@ def _chunk(payload: dict) -> UpstreamChunk:
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
     text = choice.get("text")
+    if not usage and "timings" not in payload and "prompt_progress" not in payload:
+        # a token event, nearly every event of a stream: only what it can carry is read
+        return UpstreamChunk(text if isinstance(text, str) else "", _token_ids(choice),
+                             choice.get("finish_reason") or None)
     return UpstreamChunk(
         text=text if isinstance(text, str) else "",
         token_ids=_token_ids(choice),
