@@ -35,6 +35,7 @@ class HfTokenizer:
         self._plain.encode_special_tokens = True
         self._byte_level = isinstance(tokenizer.decoder, ByteLevel)
         self._added = {i: t.content for i, t in tokenizer.get_added_tokens_decoder().items()}
+        self._pieces: dict[int, bytes] = {}
 
     @classmethod
     def from_file(cls, path: str | Path) -> "HfTokenizer":
@@ -59,11 +60,13 @@ class HfTokenizer:
         Llama 3); None for other decoders, whose joins are more than that."""
         if not self._byte_level:
             return None
-        added = self._added.get(token_id)
-        if added is not None:
-            return added.encode("utf-8")
-        token = self._full.id_to_token(token_id)
-        return unmap_byte_level(token) if token is not None else b""
+        piece = self._pieces.get(token_id)
+        if piece is None:
+            added = self._added.get(token_id)
+            token = self._full.id_to_token(token_id)
+            piece = added.encode("utf-8") if added is not None else unmap_byte_level(token) if token is not None else b""
+            self._pieces[token_id] = piece  # at most one entry per token of the vocabulary
+        return piece
 
     def token_id(self, text: str) -> int | None:
         """The id of a single token's text (e.g. a stop text), or None when it is not one token."""

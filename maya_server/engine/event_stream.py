@@ -142,6 +142,17 @@ class EventStream:
             if fields:
                 yield fields
 
+    async def gather(self, seconds: float) -> None:
+        """Let `seconds` of the stream pile up in the socket: reading is paused meanwhile, so what arrives is then
+        taken in one read and one wake-up, not one per event (the event loop would otherwise read each at once)."""
+        transport = self._writer.transport
+        transport.pause_reading()
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            if not transport.is_closing():
+                transport.resume_reading()
+
     def close(self) -> None:
         """Drop the connection now (the upstream then stops generating for it)."""
         self._writer.transport.abort()

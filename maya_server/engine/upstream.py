@@ -216,7 +216,7 @@ class UpstreamEngine(Engine):
                 if finished or generation.cancelled:
                     break
                 if tokens and self.batch_interval and self._streaming > 1:
-                    await asyncio.sleep(self.batch_interval)  # let the next tokens gather: one read, one pass for all
+                    await answer.gather(self.batch_interval)  # the next tokens pile up: one read, one pass for all
             if generation.cancelled and stream.finish_reason is None:
                 return
             reason = stream.finish()
