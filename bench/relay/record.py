@@ -5,7 +5,7 @@ so no local path ends up in the files) is asked Maya's own requests for a
 long-story chat prompt given as token ids:
 
 - `llama-server.v1-completions.sse`: the exact SSE body of its `/v1/completions`
-  answer to `upstream_wire.completion_request("llama-server", ...)` (`n_probs: 1`);
+  answer to `upstream_wire.completion_request("openai", ...)` (`logprobs: 1`, its ids in `logprobs.content`);
 - `llama-server.completion.sse`: the exact SSE body of its native `/completion`
   answer to `upstream_wire.native_completion_request(...)`;
 - `llama-server.models.json`, `llama-server.props.json`: its `GET /v1/models`, `GET /props`.
@@ -108,7 +108,7 @@ def record(url: str, out: Path, ids: list[int], tokens: int, *, prompt_text: str
     out.mkdir(parents=True, exist_ok=True)
     params = SamplingParams(max_tokens=tokens, temperature=0)
     oai_head, oai = http_exchange(url, "POST", "/v1/completions",
-                                  orjson.dumps(completion_request("llama-server", None, ids, params, ())))
+                                  orjson.dumps(completion_request("openai", None, ids, params, ())))
     native_head, native = http_exchange(url, "POST", "/completion",
                                         orjson.dumps(native_completion_request(ids, params)))
     _, models = http_exchange(url, "GET", "/v1/models")

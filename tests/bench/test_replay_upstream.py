@@ -129,7 +129,7 @@ def test_the_committed_recordings_make_a_script_for_every_format():
 def test_replayed_llama_server_streams_parse_as_the_live_ones(llama, replays, ids, max_tokens):
     params = SamplingParams(max_tokens=max_tokens, temperature=0)
     for path, body, parse in (
-        ("/v1/completions", completion_request("llama-server", None, ids, params, ()), parse_event),
+        ("/v1/completions", completion_request("openai", None, ids, params, ()), parse_event),
         ("/completion", native_completion_request(ids, params), parse_native_event),
     ):
         live = stream_events(llama.url, path, body, parse)
@@ -142,7 +142,7 @@ def test_replayed_llama_server_streams_parse_as_the_live_ones(llama, replays, id
 def test_vllm_and_sglang_replays_carry_the_same_generation(llama, replays, ids, fmt):
     params = SamplingParams(max_tokens=TOKENS, temperature=0)
     live = [c for c in stream_events(llama.url, "/v1/completions",
-                                     completion_request("llama-server", None, ids, params, ()), parse_event) if c]
+                                     completion_request("openai", None, ids, params, ()), parse_event) if c]
     replayed = [c for c in stream_events(replays[fmt].url, "/v1/completions",
                                          completion_request(fmt, MODEL_ALIAS, ids, params, {2}), parse_event) if c]
     assert "".join(c.text for c in replayed) == "".join(c.text for c in live)

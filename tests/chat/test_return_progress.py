@@ -11,7 +11,7 @@ import pytest
 
 from maya_server.events import PromptProgress
 from maya_server.engine.scripted import ScriptedEngine
-from maya_server.engine.upstream_wire import completion_request, parse_event
+from maya_server.engine.upstream_wire import completion_request, native_completion_request, parse_event
 from maya_server.engine.base import SamplingParams
 
 from tests.server import RunningServer, scripted_config
@@ -98,8 +98,8 @@ def test_bad_values_and_the_responses_endpoint_are_400s(start_server):
 
 def test_llama_server_is_asked_for_progress_and_its_chunks_are_read():
     params = SamplingParams(max_tokens=4)
-    assert completion_request("llama-server", None, [1], params, (), report_progress=True)["return_progress"] is True
-    assert "return_progress" not in completion_request("llama-server", None, [1], params, ())
+    assert native_completion_request([1], params, report_progress=True)["return_progress"] is True
+    assert "return_progress" not in native_completion_request([1], params)
     assert "return_progress" not in completion_request("vllm", "m", [1], params, (), report_progress=True)
     chunk = parse_event('{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":null}],'
                         '"object":"text_completion","prompt_progress":{"total":12,"cache":4,"processed":8,"time_ms":3}}')

@@ -31,11 +31,12 @@ def test_pieces_join_to_the_decoded_text_and_never_split_a_character(tokenizer):
     assert any(p == "" for p in pieces)  # some ids only start a character
 
 
-def test_a_character_that_never_completes_is_released_after_a_bound(tokenizer):
+def test_a_character_that_never_completes_is_replaced_not_held(tokenizer):
     lone_byte = tokenizer.encode("日", special=False)[0]  # the first of its bytes only
     detokenizer = IncrementalDetokenizer(tokenizer)
     pieces = [detokenizer.push(lone_byte) for _ in range(MAX_PENDING)]
-    assert pieces[:-1] == [""] * (MAX_PENDING - 1) and pieces[-1]
+    # each new lead byte proves the one before broken: it is released as U+FFFD at once, the last one at the end
+    assert pieces == [""] + ["\ufffd"] * (MAX_PENDING - 1) and detokenizer.flush() == "\ufffd"
 
 
 def _stream(tokenizer, max_tokens=100):
