@@ -43,6 +43,7 @@ from ..tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, Generation, StreamItem
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
+from .sse_reader import LineTooLong, SseEvent, SseReader
 from .upstream_stream import TokenStream
 from .upstream_wire import (
     NATIVE_PATH, completion_request, error_from_response, multimodal_prompt, native_completion_request,
@@ -178,7 +179,8 @@ class UpstreamEngine(Engine):
         if generation.images and not self.accepts_images:
             raise EngineError(f"images reached an engine that cannot take them: {self.images_refusal}")
         stop_ids = generation.params.stop_token_ids
-        stream = TokenStream(self.tokenizer, stop_ids, generation.params.max_tokens)
+        stream = TokenStream(self.tokenizer, stop_ids, generation.params.max_tokens,
+                             text_mends_ids=self.info.kind == "llama-server")
         prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
                                     generation.image_positions, self.info.media_marker or "")
                   if generation.images else generation.prompt_ids)
@@ -257,14 +259,23 @@ def translate_transport_errors(timeout: httpx.Timeout) -> Iterator[None]:
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[str]:
-    """The `data:` payloads of an SSE stream."""
-    async for line in response.aiter_lines():
-        if len(line) > EVENT_LINE_LIMIT:
-            raise UpstreamError("the upstream engine sent an oversized stream event")
-        if line.startswith("data:"):
-            yield line[5:].lstrip()
-        elif line.startswith("error:"):  # llama-server's form for some failures
-            raise parse_error_event(line[6:].lstrip())
+    """The `data:` payloads of an SSE stream, split only at the line ends SSE has (`sse_reader`): a model's
+    U+2028 or U+0085, written raw inside an engine's JSON, never cuts an event."""
+    reader = SseReader(EVENT_LINE_LIMIT)
+    try:
+        async for chunk in response.aiter_bytes():
+            for event in reader.feed(chunk):
+                yield _payload(event)
+        for event in reader.close():
+            yield _payload(event)
+    except LineTooLong:
+        raise UpstreamError("the upstream engine sent an oversized stream event") from None
+
+
+def _payload(event: SseEvent) -> str:
+    if event.error is not None:
+        raise parse_error_event(event.error)
+    return event.data
 
 
 async def _read_bounded(response: httpx.Response) -> bytes:
