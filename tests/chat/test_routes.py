@@ -109,7 +109,7 @@ def test_prompt_alone_over_the_context_is_400(start_server):
         ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
         ({"messages": [{"role": "user"}]}, "messages[0].content"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
-        ({"messages": [{"role": "user", "content": [{"type": "audio", "x": 1}]}]}, "messages[0].content"),
+        ({"messages": [{"role": "user", "content": [{"type": "audio", "x": 1}]}]}, "messages[0].content[0].type"),
         ({"messages": []}, "messages"),
         ({}, "messages"),
         ({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, "temperature"),
