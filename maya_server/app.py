@@ -27,7 +27,7 @@ from .http.cors import JsonErrorCORSMiddleware
 from .http.errors import install_error_handlers
 from .http.guard import RequestGuard
 from .http.openapi import DOCS_URL, OPENAPI_URL, install_openapi
-from .http.shutdown import Shutdown
+from .http.shutdown import Shutdown, ShutdownGate
 from .http.status import status_router
 from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
@@ -114,8 +114,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
     ))
 
-    # Outermost last: metrics see every answer, the guard refuses forged requests before CORS and
-    # auth, CORS answers preflights before auth.
+    # Outermost last: metrics see every answer, the shutdown gate answers what has not started when draining
+    # begins, the guard refuses forged requests before CORS and auth, CORS answers preflights before auth.
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public)
     app.add_middleware(WebSocketRefusal)
     if config.cors_origins:
@@ -128,5 +128,6 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         )
     app.add_middleware(RequestGuard, listen_host=config.host, allowed_hosts=config.allowed_hosts,
                        allowed_origins=config.cors_origins)
+    app.add_middleware(ShutdownGate, shutdown=shutdown)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     return app
