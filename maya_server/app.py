@@ -26,6 +26,7 @@ from .http.body import BodyLimits
 from .http.cors import JsonErrorCORSMiddleware
 from .http.errors import install_error_handlers
 from .http.guard import RequestGuard
+from .http.docs_page import install_docs
 from .http.openapi import DOCS_URL, OPENAPI_URL, install_openapi
 from .http.shutdown import Shutdown, ShutdownGate
 from .http.status import status_router
@@ -94,7 +95,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
             await hub.stop()  # stops every MCP server process and session, even if the jobs fail to stop
             await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
 
-    app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
+    app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
     app.state.drain = drain
     app.state.service = service
@@ -103,6 +104,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     install_error_handlers(app)
     limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
     install_openapi(app)
+    install_docs(app, docs_url=DOCS_URL, openapi_url=OPENAPI_URL)
     app.include_router(chat_router(service, config.served_model_name, limits, hub,
                                    mcp_max_rounds=config.mcp_max_rounds, keepalive_s=config.keepalive_s))
     app.include_router(mcp_router(hub))
