@@ -18,7 +18,8 @@ protocol (what `uvicorn[standard]` runs), hooked on the parser's callbacks:
 A deadline that passes before any answer started writes a 408 in OpenAI's error shape
 (code `request_timeout`) and closes the connection; the app, if it was reading the body,
 sees the client gone. One that passes after an answer started just closes it. A deadline
-is a whole-phase bound, so a sender that trickles bytes cannot extend it.
+is a whole-phase bound, so a sender that trickles bytes cannot extend it. Bytes that are not
+HTTP at all get uvicorn's 400, here in OpenAI's error shape too (code `invalid_http_request`).
 
     config = uvicorn.Config(app, **serving_protocols(server_config))
 """
@@ -102,19 +103,25 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
             return
         cycle = self.cycle if phase == "body" else None
         if cycle is None or not cycle.response_started:
-            self.transport.write(self._timeout_answer(phase, seconds))
+            setting = "--request-header-timeout" if phase == "headers" else "--request-body-timeout"
+            self.transport.write(self._error_answer(
+                b"408 Request Timeout", f"The request {phase} did not arrive within {seconds:g} s ({setting}).",
+                TIMEOUT_CODE))
         if cycle is not None and not cycle.response_complete:
             cycle.disconnected = True  # the app, if it reads the body, sees the client gone
             cycle.message_event.set()
         self.transport.close()
 
-    def _timeout_answer(self, phase: str, seconds: float) -> bytes:
-        setting = "--request-header-timeout" if phase == "headers" else "--request-body-timeout"
-        body = orjson.dumps({"error": {
-            "message": f"The request {phase} did not arrive within {seconds:g} s ({setting}).",
-            "type": "invalid_request_error", "param": None, "code": TIMEOUT_CODE,
-        }})
-        head = [b"HTTP/1.1 408 Request Timeout\r\n"]
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to bytes that are not HTTP, in OpenAI's error shape instead of plain text."""
+        self.transport.write(self._error_answer(
+            b"400 Bad Request", f"{msg} Send an HTTP/1.1 request.", "invalid_http_request"))
+        self.transport.close()
+
+    def _error_answer(self, status: bytes, message: str, code: str) -> bytes:
+        body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                       "code": code}})
+        head = [b"HTTP/1.1 " + status + b"\r\n"]
         head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
         head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body),
                  b"connection: close\r\n\r\n"]

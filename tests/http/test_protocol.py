@@ -135,3 +135,19 @@ def test_a_refused_websocket_upgrade_logs_no_error(start_server):
     finally:
         logger.removeHandler(handler)
     assert not [r for r in records if r.levelno >= logging.ERROR], [r.getMessage() for r in records]
+
+
+def test_bytes_that_are_not_http_get_a_400_in_openai_shape(start_server):
+    server = start_server()
+
+    async def garbage() -> bytes:
+        reader, writer = await asyncio.open_connection(*address(server))
+        writer.write(b"\x16\x03\x01 not http at all\r\n\r\n")  # e.g. a TLS hello to the plain port
+        reply = await asyncio.wait_for(reader.read(65536), 30)
+        writer.close()
+        return reply
+
+    reply = asyncio.run(garbage())
+    assert reply.startswith(b"HTTP/1.1 400")
+    error = json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]
+    assert set(error) == ERROR_KEYS and error["code"] == "invalid_http_request"
