@@ -120,3 +120,22 @@ def test_without_mending_the_missing_ids_would_corrupt_the_text(tokenizer):
     stream = TokenStream(tokenizer, {IM_END}, 100)
     out = "".join(t.text for chunk in llama_server_chunks(tokenizer, "a\u2028b") for t in stream.feed(chunk))
     assert out != "a\u2028b"  # what the mend is for
+
+
+def test_llama_servers_native_stream_read_and_mended_whole(tokenizer):
+    """The `/completion` endpoint (a vision llama-server's): `content` raw in the JSON, one token id a chunk."""
+    import orjson
+
+    from maya_server.engine.sse_reader import SseReader
+    from maya_server.engine.upstream_wire import parse_native_event
+
+    text = "a\u2028b\u0085c 🐉"
+    frames = b"".join(b"data: " + orjson.dumps({"content": c.text, "tokens": list(c.token_ids or ()),
+                                                 "stop": c.finish_reason is not None, "tokens_predicted": c.completion_tokens})
+                      + b"\n\n" for c in llama_server_chunks(tokenizer, text))
+    assert "\u2028".encode() in frames
+    reader = SseReader(max_line=1 << 20)
+    events = [e for i in range(0, len(frames), 5) for e in reader.feed(frames[i:i + 5])] + reader.close()
+    stream = TokenStream(tokenizer, {IM_END}, 100, text_mends_ids=True)
+    out = "".join(t.text for e in events for t in stream.feed(parse_native_event(e.data)))
+    assert stream.finish() == "stop" and out == text
