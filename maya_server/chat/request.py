@@ -275,6 +275,8 @@ def _check_part_types(index: int, role: str, content: Any) -> None:
     for j, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
         where = f"messages[{index}].content[{j}].type"
+        if kind is not None and not isinstance(kind, str):
+            raise InvalidRequestError(f"Invalid type for '{where}': expected a string.", param=where)
         if kind in _UNSUPPORTED_PARTS:
             raise InvalidRequestError(f"'{kind}' content is not supported: {_UNSUPPORTED_PARTS[kind]}", param=where)
         if isinstance(kind, str) and kind not in _PART_TYPES[role]:

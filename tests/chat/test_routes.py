@@ -110,6 +110,8 @@ def test_prompt_alone_over_the_context_is_400(start_server):
         ({"messages": [{"role": "user"}]}, "messages[0].content"),
         ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
         ({"messages": [{"role": "user", "content": [{"type": "audio", "x": 1}]}]}, "messages[0].content[0].type"),
+        ({"messages": [{"role": "user", "content": [{"type": ["text"], "text": "x"}]}]}, "messages[0].content[0].type"),
+        ({"messages": [{"role": "assistant", "content": [{"type": {"a": 1}}]}]}, "messages[0].content[0].type"),
         ({"messages": []}, "messages"),
         ({}, "messages"),
         ({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, "temperature"),
