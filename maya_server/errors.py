@@ -36,6 +36,7 @@ Beside the tree, the exceptions that never reach a client as an API error:
     ShuttingDown        the server began shutting down under an open stream: it ends with a farewell
     UnsupportedVocabulary  a GGUF vocabulary Maya cannot decode (start-up: exit 2)
     TooDeep             JSON nested past the depth limit (a ValueError, refused like malformed JSON)
+    LineTooLong         an upstream's stream line past the reader's bound: the engine reports an UpstreamError
     JobCleanupError     shutdown could not confirm that every background job released the engine
     EventTooLarge       one event over a background log's byte limit: the job fails with EventLimitError
     StructuredOutputRejected  why an output fails validation, raised from inside the schema walk (the only
@@ -232,6 +233,10 @@ class UnsupportedVocabulary(ValueError):
 
 class TooDeep(ValueError):
     """JSON nested past the limit (a ValueError, so callers that refuse malformed JSON refuse this too)."""
+
+
+class LineTooLong(ValueError):
+    """An upstream engine's stream line grew past the SSE reader's bound before it ended."""
 
 
 class JobCleanupError(RuntimeError):

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import LineTooLong
+
 
 @dataclass(frozen=True)
 class SseEvent:
@@ -32,10 +34,6 @@ class SseEvent:
     data: str
     event: str = "message"
     error: str | None = None
-
-
-class LineTooLong(ValueError):
-    """A line grew past the reader's limit before it ended."""
 
 
 class SseReader:

@@ -36,14 +36,14 @@ from typing import AsyncIterator, Iterator
 import httpx
 import orjson
 
-from ..errors import ConfigError, EngineError, UpstreamError, UpstreamRejected, UpstreamUnavailable
+from ..errors import ConfigError, EngineError, LineTooLong, UpstreamError, UpstreamRejected, UpstreamUnavailable
 from ..family import family_from_template, template_from_model_dir
 from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, Generation, StreamItem
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
-from .sse_reader import LineTooLong, SseEvent, SseReader
+from .sse_reader import SseEvent, SseReader
 from .upstream_stream import TokenStream
 from .upstream_wire import (
     NATIVE_PATH, completion_request, error_from_response, multimodal_prompt, native_completion_request,

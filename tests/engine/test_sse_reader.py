@@ -5,7 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from maya_server.engine.sse_reader import LineTooLong, SseEvent, SseReader
+from maya_server.engine.sse_reader import SseEvent, SseReader
+from maya_server.errors import LineTooLong
 
 LINE_LIKE = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"
 """Every character `str.splitlines` breaks at besides CR and LF."""
