@@ -26,8 +26,9 @@ from .http.body import BodyLimits
 from .http.cors import JsonErrorCORSMiddleware
 from .http.errors import install_error_handlers
 from .http.guard import RequestGuard
+from .http.docs_page import install_docs
 from .http.openapi import DOCS_URL, OPENAPI_URL, install_openapi
-from .http.shutdown import Shutdown
+from .http.shutdown import Shutdown, ShutdownGate
 from .http.status import status_router
 from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
@@ -99,7 +100,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
             finally:
                 images.close()
 
-    app = FastAPI(title="Maya", version=__version__, docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL,
+    app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan)
     app.state.drain = drain
     app.state.service = service
@@ -108,6 +109,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     install_error_handlers(app)
     limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
     install_openapi(app)
+    install_docs(app, docs_url=DOCS_URL, openapi_url=OPENAPI_URL)
     app.include_router(chat_router(service, config.served_model_name, limits, hub,
                                    mcp_max_rounds=config.mcp_max_rounds, keepalive_s=config.keepalive_s))
     app.include_router(mcp_router(hub))
@@ -119,8 +121,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
     ))
 
-    # Outermost last: metrics see every answer, the guard refuses forged requests before CORS and
-    # auth, CORS answers preflights before auth.
+    # Outermost last: metrics see every answer, the shutdown gate answers what has not started when draining
+    # begins, the guard refuses forged requests before CORS and auth, CORS answers preflights before auth.
     app.add_middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public)
     app.add_middleware(WebSocketRefusal)
     if config.cors_origins:
@@ -133,5 +135,6 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         )
     app.add_middleware(RequestGuard, listen_host=config.host, allowed_hosts=config.allowed_hosts,
                        allowed_origins=config.cors_origins)
+    app.add_middleware(ShutdownGate, shutdown=shutdown)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     return app

@@ -43,6 +43,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--max-json-depth", dest="max_json_depth", help="deepest JSON nesting in a request body (default 64)")
     p.add_argument("--allowed-host", dest="allowed_hosts", action="append", metavar="NAME",
                    help="Host header name accepted besides loopback names, or * for any (repeatable)")
+    p.add_argument("--request-header-timeout", dest="request_header_timeout", metavar="S",
+                   help="seconds a client has to send a request's headers; then 408 and closed (default 10)")
+    p.add_argument("--request-body-timeout", dest="request_body_timeout", metavar="S",
+                   help="seconds a client has to send a request's body after its headers; then 408 and closed "
+                        "(default 60)")
     p.add_argument("--keepalive-s", dest="keepalive_s", metavar="S",
                    help="seconds between SSE keep-alive comments while output is held or a background reader waits (default 5)")
     p.add_argument("--slots", metavar="N", help="embedded engine: sequences decoded at once (default 4)")
@@ -149,6 +154,7 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     import uvicorn
 
     from .app import create_app
+    from .http.protocol import serving_protocols
     from .http.shutdown import GracefulServer
     from .family import resolve_family
 
@@ -164,7 +170,8 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     # On SIGTERM open streams end with a terminal event and jobs are cancelled first (GracefulServer);
     # anything still open after this grace period is cancelled by uvicorn.
     server = GracefulServer(uvicorn.Config(app, host=config.host, port=config.port, log_level="info",
-                                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S), drain=app.state.drain)
+                                           timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **serving_protocols(config)),
+                            drain=app.state.drain)
     server.run()
     return 0
 

@@ -58,6 +58,11 @@ class ServerConfig:
     """JSON nested deeper than this in a request body is a 400 (see json_depth.py for why)."""
     allowed_hosts: tuple[str, ...] = ()
     """`Host` header names accepted besides loopback names and the listen address; `*` accepts any."""
+    request_header_timeout: float = 10.0
+    """Seconds a client has to send a request's headers (from connecting, or from the previous answer on a
+    kept-alive connection); past it the connection gets a 408 and is closed."""
+    request_body_timeout: float = 60.0
+    """Seconds a client has to send a request's whole body once its headers are in; past it, a 408 and closed."""
     keepalive_s: float = 5.0
     """The longest a stream whose output is held for validation (or a background task's reader) stays silent:
     an SSE comment is sent then."""
@@ -262,6 +267,8 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "max_body_bytes": _positive_int,
     "max_json_depth": _positive_int,
     "allowed_hosts": _text_list,
+    "request_header_timeout": _positive_float,
+    "request_body_timeout": _positive_float,
     "keepalive_s": _positive_float,
     "force_family": _flag,
     "slots": _positive_int,

@@ -15,6 +15,7 @@ from maya_server.app import create_app
 from maya_server.cli import SHUTDOWN_GRACE_S
 from maya_server.config import ServerConfig
 from maya_server.engine.base import Engine
+from maya_server.http.protocol import serving_protocols
 from maya_server.http.shutdown import GracefulServer
 
 
@@ -27,7 +28,7 @@ class RunningServer:
         self.app = create_app(config, engine, **app_options)
         self._server = GracefulServer(
             uvicorn.Config(wrap(self.app) if wrap else self.app, host="127.0.0.1", port=0, log_level="warning",
-                           lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S),
+                           lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **serving_protocols(config)),
             drain=self.app.state.drain,
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
@@ -39,6 +40,11 @@ class RunningServer:
             time.sleep(0.01)
         port = self._server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
+
+    @property
+    def open_connections(self) -> int:
+        """The HTTP connections uvicorn holds open right now."""
+        return len(self._server.server_state.connections)
 
     def client(self, api_key: str | None = None, **kwargs) -> OpenAI:
         key = api_key or (self.config.api_keys[0] if self.config.api_keys else "unused")

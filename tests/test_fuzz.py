@@ -1,11 +1,14 @@
 """Hypothesis-generated requests for every endpoint: never a 5xx, every 4xx in OpenAI's shape, and a
 refused request leaves the engine untouched. Seeded (derandomized) and bounded, so `make test`
-runs the same few hundred examples per endpoint every time."""
+runs the same few hundred examples per endpoint every time. The bodies carry what clients really
+send besides: every JSON Schema dialect name, the SDK's echoed fields, and a model whose answers
+hold U+2028, U+0085 and NUL; tests/test_fuzz_edges.py adds upstream streams, slow senders and SIGTERM."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 from urllib.parse import urlencode
 
 import httpx
@@ -16,14 +19,20 @@ from hypothesis import strategies as st
 from maya_server.engine.scripted import ScriptedEngine
 
 from tests.responses.api.sse import ERROR_KEYS
-from tests.server import RunningServer, scripted_config, wait_for
+from tests.server import RunningServer, prometheus_values, scripted_config, wait_for
 
 MODEL_FAILURES = {"invalid_tool_call"}
 """Error codes of a generation the scripted model spoiled (its script holds malformed calls): not input errors."""
-EXAMPLES = settings(max_examples=400, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+EXAMPLES = settings(max_examples=int(os.environ.get("MAYA_FUZZ_EXAMPLES", "400")), deadline=None, derandomize=True,
+                    database=None, suppress_health_check=list(HealthCheck))
+"""`MAYA_FUZZ_EXAMPLES` makes a longer hostile run (`pytest -s` prints its totals); `make test` runs 400."""
 SCRIPT = ["Hello there.", "<think>hmm</think>Fine.", '<tool_call>{"name": "lookup", "arguments": {"q": "x"}}</tool_call>',
-          '<tool_call>{"name": "lookup", "arguments": {"q": [[[[1]]]]}}</tool_call>', "<tool_call>{broken"]
+          '<tool_call>{"name": "lookup", "arguments": {"q": [[[[1]]]]}}</tool_call>', "<tool_call>{broken",
+          "line\u2028para\u2029next\u0085nul\x00 vt\x0b ff\x0c fs\x1c 😀 end",
+          '<tool_call>{"name": "lookup", "arguments": {"q": "a\u2028b\u0085c"}}</tool_call>']
+DIALECTS = ["https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft/2019-09/schema#",
+            "http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-06/schema",
+            "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-03/schema#", "urn:other"]
 
 scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
@@ -41,13 +50,15 @@ def some(*values) -> st.SearchStrategy:
 
 text = st.text(max_size=24)
 parameters = maybe(st.fixed_dictionaries({"type": some("object")}, optional={
+    "$schema": some(*DIALECTS),
     "properties": maybe(st.fixed_dictionaries({}, optional={"q": maybe(st.fixed_dictionaries(
         {"type": some("string", "integer", "array", "object")}))})),
     "required": maybe(st.lists(some("q"), max_size=2)), "additionalProperties": some(False, True)}))
 part = maybe(st.fixed_dictionaries({"type": some("input_text", "output_text", "input_image", "refusal", "text")},
                                    optional={"text": maybe(text), "image_url": some("https://x.example/a.png",
                                              "data:image/png;base64,AAAA", "file:///etc/passwd"),
-                                             "annotations": maybe(st.lists(json_values, max_size=2))}))
+                                             "annotations": maybe(st.lists(json_values, max_size=2)),
+                                             "parsed": maybe(json_values)}))
 item = maybe(st.fixed_dictionaries({}, optional={
     "type": some("message", "function_call", "function_call_output", "reasoning", "item_reference"),
     "role": some("user", "assistant", "system", "developer", "tool"),
@@ -55,6 +66,8 @@ item = maybe(st.fixed_dictionaries({}, optional={
     "call_id": some("c1", "c2"), "name": some("lookup", "other"), "arguments": some('{"q": "x"}', "{", "[]"),
     "output": maybe(st.one_of(text, st.lists(part, max_size=2))), "id": some("msg_1", "fc_1"),
     "summary": maybe(st.lists(json_values, max_size=1)),
+    "async": some(False, True, None), "async_": some(None, False), "parsed_arguments": maybe(json_values),
+    "status": some("completed", "incomplete", None), "phase": some(None, "final_answer"), "caller": some(None),
 }))
 tool = maybe(st.fixed_dictionaries({"type": some("function", "web_search"), "name": some("lookup", "")},
                                    optional={"parameters": parameters, "strict": some(True, False),
@@ -79,9 +92,13 @@ message = maybe(st.fixed_dictionaries({"role": some("system", "developer", "user
     "content": maybe(st.one_of(text, st.lists(maybe(st.fixed_dictionaries(
         {"type": some("text", "image_url")}, optional={"text": maybe(text)})), max_size=2))),
     "tool_calls": maybe(st.lists(maybe(st.fixed_dictionaries({"id": some("c1"), "type": some("function"),
-        "function": maybe(st.fixed_dictionaries({"name": some("lookup"), "arguments": some('{"q": 1}', "{")}))})),
-        max_size=2)),
+        "function": maybe(st.fixed_dictionaries({"name": some("lookup"), "arguments": some('{"q": 1}', "{")},
+                                                optional={"parsed_arguments": maybe(json_values)}))},
+        optional={"index": some(0, 1, -1)})), max_size=2)),
     "tool_call_id": some("c1"), "name": maybe(text),
+    "annotations": maybe(st.lists(json_values, max_size=1)), "parsed": maybe(json_values),
+    "audio": some(None, {"id": "a1"}), "function_call": some(None, {"name": "lookup", "arguments": "{}"}),
+    "refusal": some(None, "no"),
 }))
 chat_body = st.fixed_dictionaries({}, optional={
     "model": maybe(text), "messages": maybe(st.lists(message, max_size=4)), "stream": maybe(st.booleans()),
@@ -92,6 +109,12 @@ chat_body = st.fixed_dictionaries({}, optional={
     "tools": maybe(st.lists(maybe(st.fixed_dictionaries({"type": some("function"), "function": maybe(
         st.fixed_dictionaries({"name": some("lookup")}, optional={"parameters": parameters}))})), max_size=2)),
     "tool_choice": maybe(st.sampled_from(["auto", "none", "required"])), "n": maybe(st.integers(0, 3)),
+    "response_format": maybe(st.fixed_dictionaries({"type": some("json_schema", "json_object", "text")}, optional={
+        "json_schema": maybe(st.fixed_dictionaries({"name": some("n"), "schema": parameters},
+                                                   optional={"strict": some(True, False)}))})),
+    "audio": some(None, {"voice": "alloy", "format": "wav"}), "modalities": some(None, ["text"], ["audio"]),
+    "prompt_cache_key": maybe(text), "safety_identifier": maybe(text), "service_tier": some(None, "auto", "flex"),
+    "verbosity": some(None, "medium", "low"), "logit_bias": some(None, {}, {"1": 5}), "top_logprobs": some(None, 0, 3),
 })
 STRICT_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"],
                  "additionalProperties": False}
@@ -100,8 +123,10 @@ RESPONSES_TEMPLATES = [
      "top_p": 0.9, "max_output_tokens": 100, "reasoning": {"effort": "low"}, "parallel_tool_calls": False,
      "input": [
          {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x", "annotations": []}]},
-         {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"q": "x"}'},
+         {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "phase": None, "content": [
+             {"type": "output_text", "text": "x", "annotations": [], "logprobs": [], "parsed": {"q": "x"}}]},
+         {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"q": "x"}', "async_": None,
+          "async": False, "caller": None, "namespace": None, "status": "completed", "parsed_arguments": {"q": "x"}},
          {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "ok"}]},
          {"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": "r"}]},
      ],
@@ -109,7 +134,8 @@ RESPONSES_TEMPLATES = [
      "tool_choice": {"type": "function", "name": "lookup"}},
     {"model": "m", "stream": True, "input": [{"role": "developer", "content": "d"}, {"role": "user", "content": [
         {"type": "input_text", "text": "hi"}, {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}],
-     "text": {"format": {"type": "json_schema", "name": "n", "schema": STRICT_SCHEMA, "strict": True}},
+     "text": {"format": {"type": "json_schema", "name": "n", "strict": True,
+                         "schema": {"$schema": "http://json-schema.org/draft-07/schema#", **STRICT_SCHEMA}}},
      "stream_options": {"include_obfuscation": False}, "include": [], "truncation": "disabled"},
 ]
 CHAT_TEMPLATES = [
@@ -118,8 +144,10 @@ CHAT_TEMPLATES = [
      "messages": [
          {"role": "system", "content": "s"},
          {"role": "user", "content": [{"type": "text", "text": "hi"}]},
-         {"role": "assistant", "content": None, "tool_calls": [
-             {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+         {"role": "assistant", "content": None, "refusal": None, "annotations": None, "audio": None,
+          "function_call": None, "parsed": None, "reasoning_content": "r", "tool_calls": [
+             {"id": "c1", "type": "function", "index": 0,
+              "function": {"name": "lookup", "arguments": "{}", "parsed_arguments": None}}]},
          {"role": "tool", "tool_call_id": "c1", "content": "ok"},
      ],
      "tools": [{"type": "function", "function": {"name": "lookup", "parameters": STRICT_SCHEMA}}]},
@@ -164,7 +192,19 @@ def server():
     with httpx.Client(base_url=running.url, timeout=30) as http:
         running.fuzz_http = http
         yield running
+        report_totals("test_fuzz", http)
     running.stop()
+
+
+def report_totals(name: str, http: httpx.Client) -> dict[str, float]:
+    """The server's answers by status over the whole run (shown with `pytest -s`): the hostile run's totals."""
+    counts: dict[str, float] = {}
+    for key, value in prometheus_values(http.get("/metrics/prometheus").text, "maya:http_requests_total").items():
+        status = key.split('status="', 1)[1].split('"', 1)[0]
+        counts[status] = counts.get(status, 0) + value
+    print(f"\n{name}: {int(sum(counts.values()))} requests; by status "
+          + ", ".join(f"{k}: {int(v)}" for k, v in sorted(counts.items())))
+    return counts
 
 
 def check(server: RunningServer, method: str, path: str, **request) -> None:
@@ -180,7 +220,9 @@ def check(server: RunningServer, method: str, path: str, **request) -> None:
         assert set(error) == ERROR_KEYS and isinstance(error["message"], str), body[:500]
         assert server.engine.calls == calls, f"a refused request reached the engine: {body[:300]}"
     elif answer.headers.get("content-type", "").startswith("text/event-stream"):
-        last = [line for line in body.decode().splitlines() if line.startswith("data: ")][-1][6:]
+        lines = body.decode().split("\n")  # SSE's own line ends; str.splitlines would break at U+2028
+        assert all(not line or line.startswith(("data: ", "event: ", ":")) for line in lines), body[:300]
+        last = [line for line in lines if line.startswith("data: ")][-1][6:]
         assert last == "[DONE]" or _terminal(json.loads(last)), last[:300]
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from maya_server.json_depth import TooDeep, loads_bounded, too_deep
 
+from tests.chat.test_dialects_through_chat import D, dsml_block
 from tests.responses.api.sse import ERROR_KEYS
 
 DEEP = 300  # deeper than orjson writes (254), shallower than Python's json recursion
@@ -87,6 +88,29 @@ def test_deep_model_generated_arguments_fail_or_stay_text_never_a_500(start_serv
         "tools": [{"type": "function", "function": {"name": "f", "parameters": body["tools"][0]["parameters"]}}]})
     # Chat's invalid-call path is its own error (code invalid_tool_call), not an unhandled 500
     assert chat.status_code == 200 or chat.json()["error"]["code"] == "invalid_tool_call", chat.text
+
+
+def deep_call(family: str, value: list) -> str:
+    if family == "chatml":
+        return '<tool_call>{"name": "f", "arguments": {"a": %s}}</tool_call>' % json.dumps(value)
+    if family == "glm":
+        return "</think><tool_call>f<arg_key>a</arg_key><arg_value>%s</arg_value></tool_call>" % json.dumps(value)
+    parameter = f'<{D}parameter name="a" string="false">{json.dumps(value)}</{D}parameter>\n'
+    return "</think>" + dsml_block(f'<{D}invoke name="f">\n{parameter}</{D}invoke>')
+
+
+@pytest.mark.parametrize("family", ["chatml", "glm", "deepseek-v4"])
+@pytest.mark.parametrize("schema", [{"type": "array"}, {}], ids=["typed", "untyped"])
+def test_model_arguments_deeper_than_64_fail_the_call_in_every_dialect(start_server, family, schema):
+    """The README's rule: a call's arguments may be 64 levels deep; one level more is a malformed call."""
+    server = start_server([deep_call(family, nested(63)), deep_call(family, nested(64))], family=family)
+    tools = [{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"a": schema}}}]
+    fits = server.client().responses.create(model="m", input="hi", tools=tools)
+    assert fits.status == "completed" and fits.output[-1].type == "function_call"
+    assert too_deep(json.loads(fits.output[-1].arguments), 64) is None
+    too_much = server.client().responses.create(model="m", input="hi", tools=tools)
+    assert too_much.status == "failed" and "invalid tool call" in too_much.error.message
+    assert not any(item.type == "function_call" and item.status == "completed" for item in too_much.output)
 
 
 @pytest.mark.parametrize("item, param", [

@@ -67,6 +67,9 @@ def _parts(index: int, content) -> tuple[Part, ...]:
         if isinstance(part, wire.TextContentPart):
             parts.append(TextPart(part.text))
             continue
+        if isinstance(part, wire.RefusalContentPart):
+            parts.append(TextPart(part.refusal))  # as Responses replays a refusal: what the assistant said
+            continue
         # whether the engine takes images at all is `GenerationService.load_images`'s one check
         if part.image_url.detail != "auto":
             raise InvalidRequestError(

@@ -12,7 +12,11 @@ checks, judge the value; the syntax was fine).
 from __future__ import annotations
 
 from ..conversation import ToolSpec
-from ..json_depth import loads_bounded
+from ..errors import TooDeep
+from ..json_depth import MAX_JSON_DEPTH, loads_bounded
+
+VALUE_DEPTH = MAX_JSON_DEPTH - 1
+"""A value's own nesting limit: inside the arguments object, it makes the call at most MAX_JSON_DEPTH deep."""
 
 
 def parameter_schema(tool: ToolSpec | None, key: str) -> dict | None:
@@ -29,10 +33,14 @@ def is_plain_string(schema: dict | None) -> bool:
 
 
 def typed_value(raw: str, schema: dict | None) -> object:
+    """The argument's value. JSON nested past what a call's arguments may hold raises `TooDeep` (the call is
+    malformed, as for every dialect) rather than passing as a string."""
     if is_plain_string(schema):
         return raw
     try:
-        value = loads_bounded(raw, parse_constant=_reject_constant)
+        value = loads_bounded(raw, VALUE_DEPTH, parse_constant=_reject_constant)
+    except TooDeep:
+        raise
     except ValueError:
         return raw
     allowed = schema_types(schema)

@@ -15,6 +15,8 @@ from enum import Enum
 from typing import Callable
 
 from ..conversation import ToolSpec
+from ..errors import TooDeep
+from ..json_depth import MAX_JSON_DEPTH
 from .argument_types import is_plain_string, parameter_schema, typed_value
 from .base import EndReason
 from .call_events import CallEmitter, JsonObjectWriter
@@ -130,8 +132,13 @@ class GlmCallReader:
         if is_plain_string(self._schema):
             self._writer.close_string()
         else:
+            try:
+                value = typed_value(self._take_buffer(), self._schema)
+            except TooDeep:
+                self._malformed(f"argument {self._key!r} is JSON nested deeper than {MAX_JSON_DEPTH} levels", tag)
+                return
             self._writer.key(self._key)
-            self._writer.value(typed_value(self._take_buffer(), self._schema))
+            self._writer.value(value)
         self._state = _State.MEMBER
 
     def _skip(self, tag: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..json_depth import loads_bounded
+from ..json_depth import MAX_JSON_DEPTH, loads_bounded
 from .base import EndReason
 from .call_events import CallEmitter, json_text
 from .tagged_parser import unfinished_reason
@@ -96,7 +96,7 @@ class HermesCallReader:
 
 def _parse_call(body: str) -> tuple[str, dict] | None:
     try:
-        value = loads_bounded(body)
+        value = loads_bounded(body, MAX_JSON_DEPTH + 1)  # the arguments, one level down, may be MAX_JSON_DEPTH deep
     except ValueError:
         return None
     if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not value["name"]:

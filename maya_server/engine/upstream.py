@@ -173,7 +173,8 @@ class UpstreamEngine(Engine):
         if generation.images and not self.accepts_images:
             raise EngineError(f"images reached an engine that cannot take them: {self.images_refusal}")
         stop_ids = generation.params.stop_token_ids
-        stream = TokenStream(self.tokenizer, stop_ids, generation.params.max_tokens)
+        stream = TokenStream(self.tokenizer, stop_ids, generation.params.max_tokens,
+                             text_mends_ids=self.info.kind == "llama-server")
         report_progress = generation.report_progress and self.reports_prompt_progress
         native = self.info.kind == "llama-server"  # its own endpoint: no `[DONE]`, its final chunk ends the stream
         if native:

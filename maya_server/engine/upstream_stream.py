@@ -10,6 +10,13 @@ Pure (no I/O), so the rules are testable without an upstream:
   final `completion_tokens` replaces the chunk count.
 - `cached_tokens` comes from the upstream's usage or llama-server's timings.
 
+llama-server sends no chunk for a token that ends inside a character (U+2028 is two
+SmolLM2 tokens, an emoji often three): that token's id never arrives, and the next
+chunk carries only the id that completes the character, with the character's whole
+text. With `text_mends_ids` (llama-server), a chunk whose text is not what its ids
+decode to is such a chunk: its text is taken as the token's, and the final usage gives
+the real count. (A control token's text is empty there, so it is never mistaken for one.)
+
 The counts are the engine's own (`counts()`, for `Engine.generate`): the ids
 taken, not the pieces yielded (a character held back at the end comes as one
 more piece of the last id).
@@ -38,7 +45,11 @@ the end-of-generation token, then its finish with the usage); an upstream still 
 
 
 class TokenStream:
-    def __init__(self, tokenizer: Tokenizer, stop_ids: AbstractSet[int], max_tokens: int) -> None:
+    def __init__(self, tokenizer: Tokenizer, stop_ids: AbstractSet[int], max_tokens: int, *,
+                 text_mends_ids: bool = False) -> None:
+        self._tokenizer = tokenizer
+        self._text_mends_ids = text_mends_ids
+        self._ids_missing = False
         self._stop_ids = stop_ids
         self._stop_texts = tuple(t for t in (tokenizer.decode([i]) for i in sorted(stop_ids)) if t)
         self._max_tokens = max_tokens
@@ -71,6 +82,8 @@ class TokenStream:
             self._events_after_stop += 1
         elif self._upstream is None:
             tokens = self._from_ids(chunk.token_ids) if chunk.token_ids is not None else self._from_text(chunk.text)
+            if self._text_mends_ids and chunk.token_ids is not None:
+                tokens = self._mended(tokens, chunk.text)
         if chunk.finish_reason is not None and self._upstream is None:
             self._upstream = chunk.finish_reason
         if self.finish_reason is not None:
@@ -85,8 +98,9 @@ class TokenStream:
 
     def finish(self) -> EngineFinishReason:
         """The finish reason once the stream is over; an upstream that stopped without one broke off."""
-        if self.text_only and self._upstream_count is not None:
-            self.generated_tokens = self._upstream_count
+        if (self.text_only or self._ids_missing) and self._upstream_count is not None:
+            self.generated_tokens = max(self.generated_tokens, self._upstream_count) if self._ids_missing \
+                else self._upstream_count
         if self._ours is not None:
             return self._ours
         if self._upstream is None:
@@ -106,6 +120,15 @@ class TokenStream:
             self._last_id = token_id
             tokens.append(GeneratedToken(token_id, self._detokenizer.push(token_id)))
         return tokens
+
+    def _mended(self, tokens: list[GeneratedToken], text: str) -> list[GeneratedToken]:
+        """`tokens` as decoded, or, when ids before them never came, with the chunk's own text."""
+        decoded = "".join(token.text for token in tokens)
+        if not text or not tokens or self._ours is not None or decoded == text:
+            return tokens
+        self._ids_missing = True
+        self._detokenizer = IncrementalDetokenizer(self._tokenizer)  # it held the orphaned bytes: start afresh
+        return [GeneratedToken(t.id, "") for t in tokens[:-1]] + [GeneratedToken(tokens[-1].id, text)]
 
     def _from_text(self, text: str) -> list[GeneratedToken]:
         self.text_only = True

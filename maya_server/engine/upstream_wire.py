@@ -22,6 +22,7 @@ generates). Generated token ids come back where the engine can send them:
 from __future__ import annotations
 
 import base64
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
@@ -37,6 +38,7 @@ ERROR_MESSAGE_LIMIT = 400
 """Characters of an upstream's own error message passed on to the client."""
 _CONTEXT_ERROR = re.compile(r"context (length|size|window)|maximum context|longer than the model", re.IGNORECASE)
 _TOKEN_ID_TEXT = re.compile(r"token_id:(\d+)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -156,12 +158,32 @@ def _event_payload(data: bytes | str) -> dict:
     try:
         payload = orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise UpstreamError("the upstream engine sent an unreadable stream event") from None
+        payload = _with_lone_surrogates(data)
     if not isinstance(payload, dict):
         raise UpstreamError("the upstream engine sent an unexpected stream event")
     if "error" in payload or payload.get("object") == "error":
         raise error_from_payload(_status_of(payload), payload)
     return payload
+
+
+def _with_lone_surrogates(data: bytes | str) -> object:
+    """An event orjson refuses only because a string escapes half a surrogate pair (`"\\ud800"`: valid JSON,
+    which an engine that escapes whatever text it holds may write). The standard parser takes it; each
+    lone half becomes U+FFFD, as a UTF-8 decoder shows bytes it cannot read. Anything else is unreadable."""
+    try:
+        return _replace_lone_surrogates(json.loads(data))
+    except (ValueError, RecursionError):
+        raise UpstreamError("the upstream engine sent an unreadable stream event") from None
+
+
+def _replace_lone_surrogates(value: object) -> object:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)  # the standard parser joins a valid pair: what is left is lone
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(v) for v in value]
+    return value
 
 
 def parse_error_event(data: bytes | str) -> UpstreamError:

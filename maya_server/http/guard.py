@@ -18,16 +18,19 @@ is no reason to accept a forged request). Refusals have OpenAI's error shape.
 from __future__ import annotations
 
 import ipaddress
+import re
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..errors import MayaError, PermissionDeniedError, UnsupportedMediaTypeError
+from ..errors import InvalidRequestError, MayaError, PermissionDeniedError, UnsupportedMediaTypeError
 from .errors import error_response
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain"})
 WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", ""})
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::(?P<port>[0-9]{1,5}))?")
+"""RFC 9110's `Host`: `uri-host [ ":" port ]`, an IP literal in brackets or a name, and nothing after it."""
 OPEN_PATHS = frozenset({"/health"})
 """Liveness probes (an orchestrator's, by the pod's address) answer whatever the Host: nothing to steal."""
 
@@ -54,14 +57,20 @@ class RequestGuard:
 
     def _refusal(self, scope: Scope) -> MayaError | None:
         headers = Headers(scope=scope)
-        host = headers.get("host", "")
+        hosts = headers.getlist("host")
+        host = hosts[0] if hosts else ""
+        if len(hosts) > 1 or (host and host_name(host) is None):
+            return InvalidRequestError(
+                "The request must carry one Host header naming a host, optionally with a port, and nothing else.",
+                code="invalid_host_header",
+            )
         if not self._host_allowed(host):
             return PermissionDeniedError(
                 "The Host header does not name this server. Connect by a loopback address, or start Maya "
                 "with --allowed-host NAME for the name you use.", code="host_not_allowed",
             )
         origin = headers.get("origin")
-        if origin is not None and not self._origin_allowed(origin, host):
+        if origin is not None and not self._origin_allowed(origin, host, scope.get("scheme", "http")):
             return PermissionDeniedError(
                 "Requests from this web origin are not allowed. Start Maya with --cors-origin ORIGIN to allow it.",
                 code="origin_not_allowed",
@@ -73,7 +82,7 @@ class RequestGuard:
     def _host_allowed(self, host: str) -> bool:
         if self._any_host:
             return True
-        name = _host_name(host)
+        name = host_name(host)
         if not name:
             return False
         if name in self._hosts:
@@ -83,19 +92,27 @@ class RequestGuard:
         except ValueError:
             return False
 
-    def _origin_allowed(self, origin: str, host: str) -> bool:
+    def _origin_allowed(self, origin: str, host: str, scheme: str) -> bool:
         origin = origin.rstrip("/").lower()
         if self._any_origin or origin in self._origins:
             return True
-        return urlsplit(origin).netloc == host.lower()  # same origin: a page Maya itself serves
+        parts = urlsplit(origin)  # same origin, a page Maya itself serves: scheme and host:port both equal
+        return parts.scheme == scheme and parts.netloc == host.lower() and not parts.path
 
 
-def _host_name(host: str) -> str:
-    """'127.0.0.1:8080' → '127.0.0.1', '[::1]:8080' → '::1', 'Example.com' → 'example.com'."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else ""
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+def host_name(host: str) -> str | None:
+    """The host of a `Host` value, or None when the value is not exactly `host[:port]`.
+    '127.0.0.1:8080' → '127.0.0.1', '[::1]:8080' → '::1', 'Example.com' → 'example.com';
+    '[::1]evil.com', 'localhost:evil', 'a b', 'host:99999' → None."""
+    match = _HOST.fullmatch(host.strip())
+    if match is None or (match["port"] is not None and int(match["port"]) > 65535):
+        return None
+    if match["v6"] is not None:
+        try:
+            return str(ipaddress.IPv6Address(match["v6"]))
+        except ValueError:
+            return None
+    return match["name"].lower()
 
 
 def _json_or_bodiless(headers: Headers) -> bool:

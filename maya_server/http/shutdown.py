@@ -8,17 +8,25 @@ foreground stream stops its generation and writes its terminal `error` event
 (code `server_shutdown`), background jobs are cancelled (their readers get the
 standard cancellation event), and only then does uvicorn's own shutdown run.
 A SIGTERM handled this way is a clean exit, status 0.
+
+`ShutdownGate` does the same for every request that has not started its answer: an
+immediate 503 `server_shutdown`, streamed or not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from typing import Awaitable, Callable
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import ServiceUnavailableError
+from .errors import error_response
+
+log = logging.getLogger("maya.http")
 
 
 SHUTDOWN_CODE = "server_shutdown"
@@ -33,6 +41,10 @@ class Shutdown:
     def begin(self) -> None:
         self._event.set()
 
+    @property
+    def draining(self) -> bool:
+        return self._event.is_set()
+
     async def wait(self) -> None:
         await self._event.wait()
 
@@ -42,6 +54,72 @@ def shutdown_error() -> ServiceUnavailableError:
         "The server is shutting down; this response was stopped before it finished. Retry on another server "
         "or after it restarts.", code=SHUTDOWN_CODE,
     )
+
+
+def shutdown_refusal() -> ServiceUnavailableError:
+    return ServiceUnavailableError(
+        "The server is shutting down and did not start this request; retry on another server or after it "
+        "restarts.", code=SHUTDOWN_CODE,
+    )
+
+
+class ShutdownGate:
+    """Every HTTP request whose answer has not started when draining begins gets an immediate 503
+    `server_shutdown` in OpenAI's shape, whatever it was doing (reading its body, fetching an image,
+    waiting for the engine, generating a non-streamed answer); its work is then cancelled, which
+    releases what it held. An answer already started (a stream's headers are sent at once) is left
+    to end itself: streams write their own terminal event. Without this gate such a request would wait
+    out uvicorn's whole grace period and then be cut, seen as an empty 499 or a plain-text 500."""
+
+    def __init__(self, app: ASGIApp, *, shutdown: Shutdown) -> None:
+        self.app = app
+        self._shutdown = shutdown
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self._shutdown.draining:  # a request that arrived on a kept-alive connection meanwhile
+            await _refuse(scope, receive, send)
+            return
+        answer = _Answer(send)
+        work = asyncio.ensure_future(self.app(scope, receive, answer.send))
+        stop = asyncio.ensure_future(self._shutdown.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        finally:
+            stop.cancel()
+        if not work.done() and not answer.started:
+            answer.closed = True  # whatever the cancelled work still sends goes nowhere
+            await _refuse(scope, receive, send)
+            work.cancel()
+            for outcome in await asyncio.gather(work, return_exceptions=True):
+                if isinstance(outcome, Exception):
+                    log.debug("a request stopped by the shutdown ended with %s", type(outcome).__name__)
+            return
+        await work
+
+
+class _Answer:
+    """The app's `send`, noting whether the answer started, and silenced once the gate has answered."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.closed = False
+
+    async def send(self, message: Message) -> None:
+        if self.closed:
+            return
+        self.started = True
+        await self._send(message)
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
+    await error_response(shutdown_refusal(), headers={"connection": "close"})(scope, receive, send)
 
 
 class GracefulServer(uvicorn.Server):

@@ -6,12 +6,19 @@ a client reads as an authentication problem. The denial is sent as an HTTP respo
 through the ASGI `websocket.http.response` extension (uvicorn has it); a server
 without it can only close the socket, with the WebSocket close code for a policy
 refusal.
+
+uvicorn's WebSocket protocol logs "ASGI callable returned without completing handshake"
+at ERROR after an app that answered the upgrade with an HTTP response, although that
+response is the handshake's end; `QuietRefusalWebSockets` (the `ws` protocol Maya serves
+with, see protocol.py) records it as such, so a refused upgrade is the INFO access line
+uvicorn writes for it and nothing more.
 """
 
 from __future__ import annotations
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from ..errors import InvalidRequestError
 from .errors import error_response
@@ -36,3 +43,12 @@ class WebSocketRefusal:
             await websocket.send_denial_response(error_response(WEBSOCKET_UNSUPPORTED))
         else:
             await websocket.close(code=1008, reason="WebSocket transport is not supported")
+
+
+class QuietRefusalWebSockets(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol, for which a complete denial response ends the handshake."""
+
+    async def send(self, message: Message) -> None:
+        await super().send(message)
+        if message["type"] == "websocket.http.response.body" and not message.get("more_body", False):
+            self.handshake_complete = True  # the denial was sent: nothing is missing

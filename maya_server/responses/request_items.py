@@ -126,6 +126,13 @@ _UNSUPPORTED_PARTS = {
 _UNSUPPORTED_PART_FIELDS = {
     "prompt_cache_breakpoint": "Maya reuses cached prompt prefixes natively and takes no explicit breakpoints.",
 }
+_ECHOED = {
+    "function_call": ("async", "async_", "parsed_arguments"),
+    "output_text": ("parsed",),
+}
+"""Fields accepted and dropped, so the SDK's own objects replay as input: `async` (declared by the SDK's
+`ResponseFunctionToolCallParam`, a past call's property, nothing to act on), `async_` (its name in the SDK
+object's `model_dump()`), `parsed_arguments` and `parsed` (added by `responses.parse()`)."""
 
 
 def parse_input(raw: Any, prefix: Sequence[Any] = ("input",)) -> tuple[InputItem, ...]:
@@ -146,7 +153,7 @@ def parse_item(raw: Any, prefix: Sequence[Any]) -> InputItem:
     if kind == "message":
         return _parse_message(raw, prefix)
     if kind == "function_call":
-        item = validate_model(FunctionCallItem, raw, prefix=prefix)
+        item = validate_model(FunctionCallItem, _without_echoes(raw, kind, prefix), prefix=prefix)
         reject_unsupported(item, prefix, {"namespace": "Maya serves no namespace tools."})
         return item
     if kind == "function_call_output":
@@ -179,6 +186,8 @@ def _parse_message(raw: dict, prefix: Sequence[Any]) -> MessageItem:
         raise bad_value(
             path(prefix, "role"), f"{role!r}. Supported roles are 'user', 'assistant', 'system' and 'developer'."
         )
+    if "type" in raw and raw["type"] is None:  # EasyInputMessageParam's optional type, dumped as null
+        raw = {key: value for key, value in raw.items() if key != "type"}
     content = raw.get("content")
     if isinstance(content, list):
         parts = [_parse_part(p, _ROLE_PARTS[role], (*prefix, "content", j)) for j, p in enumerate(content)]
@@ -217,12 +226,24 @@ def _parse_part(raw: Any, allowed: dict[str, type[Wire]], prefix: Sequence[Any])
     kind = tag(raw, "type", prefix)
     if kind not in allowed:
         raise _bad_part_type(kind, allowed, prefix)
-    part = validate_model(allowed[kind], raw, prefix=prefix)
+    part = validate_model(allowed[kind], _without_echoes(raw, kind, prefix), prefix=prefix)
     if isinstance(part, (InputText, InputImage)):
         reject_unsupported(part, prefix, _UNSUPPORTED_PART_FIELDS)
     if isinstance(part, InputImage):
         _check_image(part, prefix)
     return part
+
+
+def _without_echoes(raw: dict, kind: str, prefix: Sequence[Any]) -> dict:
+    """`raw` without the SDK's echoed fields (`_ECHOED`); `async` must still be a boolean or null."""
+    names = _ECHOED.get(kind, ())
+    if not any(name in raw for name in names):
+        return raw
+    for name in ("async", "async_"):
+        if raw.get(name) is not None and not isinstance(raw[name], bool):
+            where = path(prefix, name)
+            raise InvalidRequestError(f"Invalid type for '{where}': expected a boolean.", param=where)
+    return {key: value for key, value in raw.items() if key not in names}
 
 
 def _bad_part_type(kind: Any, allowed: dict[str, type[Wire]], prefix: Sequence[Any]) -> InvalidRequestError:

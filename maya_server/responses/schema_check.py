@@ -7,6 +7,9 @@ definitions, patterns, formats, conditionals, allOf/oneOf/not, unknown
 keywords — is a 400 before generation whose `param` walks into the schema,
 e.g. `text.format.schema.properties.name.pattern`.
 
+`$schema` may name Draft 2020-12, 2019-09, draft-07, draft-06 or draft-04 (`DIALECTS`);
+whichever it names, the subset below is validated with Draft 2020-12 semantics.
+
 Supported (Draft 2020-12 semantics): type (one name or a list, so
 ["string", "null"] is a nullable string), properties, required,
 additionalProperties, items, enum, const, anyOf, minimum, maximum,
@@ -32,6 +35,14 @@ MAX_SCHEMA_NODES = 512
 MAX_SCHEMA_DEPTH = 24
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+DIALECTS = frozenset({
+    "json-schema.org/draft/2020-12/schema", "json-schema.org/draft/2019-09/schema",
+    "json-schema.org/draft-07/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-04/schema",
+})
+"""`$schema` values accepted (http or https, with or without the empty fragment `#`): clients name the draft
+their generator writes (zod, and so the Vercel AI SDK, writes draft-07). Within the subset the drafts agree,
+except draft-04's boolean `exclusiveMinimum`/`exclusiveMaximum`, refused with a message saying so; the subset
+is validated with Draft 2020-12 semantics whatever the dialect named."""
 _TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
 
 _REJECTED = {
@@ -67,6 +78,14 @@ def check_schema(schema: Any, *, strict: bool, param: str) -> None:
     _SchemaWalker(strict).visit(schema, param, depth=1, root=True)
 
 
+def is_known_dialect(value: Any) -> bool:
+    """Whether `$schema` names a dialect in `DIALECTS`."""
+    if not isinstance(value, str):
+        return False
+    scheme, _, rest = value.partition("://")
+    return scheme in ("http", "https") and rest.removesuffix("#") in DIALECTS
+
+
 def _check_size(schema: dict, param: str) -> None:
     try:
         size = len(orjson.dumps(schema))
@@ -97,8 +116,8 @@ class _SchemaWalker:
             "anyOf": self._any_of,
             "minimum": _number,
             "maximum": _number,
-            "exclusiveMinimum": _number,
-            "exclusiveMaximum": _number,
+            "exclusiveMinimum": _exclusive_bound,
+            "exclusiveMaximum": _exclusive_bound,
             "multipleOf": _positive_number,
             "minLength": _count,
             "maxLength": _count,
@@ -126,8 +145,9 @@ class _SchemaWalker:
 
     def _keyword(self, keyword: str, value: Any, param: str, depth: int, root: bool) -> None:
         if keyword == "$schema" and root:
-            if value != DRAFT_2020_12:
-                raise _invalid(param, f"only Draft 2020-12 ({DRAFT_2020_12}) is supported.")
+            if not is_known_dialect(value):
+                raise _invalid(param, "expected one of the JSON Schema dialects Draft 2020-12, 2019-09, draft-07, "
+                                      f"draft-06 or draft-04 (e.g. {DRAFT_2020_12}); got {str(value)[:200]!r}.")
             return
         if keyword in _REJECTED:
             raise _invalid(param, _REJECTED[keyword])
@@ -210,6 +230,13 @@ def _is_number(value: Any) -> bool:
 def _number(value: Any, param: str, depth: int) -> None:
     if not _is_number(value):
         raise _invalid(param, "expected a number.")
+
+
+def _exclusive_bound(value: Any, param: str, depth: int) -> None:
+    if isinstance(value, bool):
+        raise _invalid(param, "expected a number: the bound itself, as Draft 2020-12 (and draft-06 onward) write it; "
+                              "draft-04's boolean form is not supported.")
+    _number(value, param, depth)
 
 
 def _positive_number(value: Any, param: str, depth: int) -> None:

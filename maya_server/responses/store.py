@@ -137,6 +137,14 @@ class StoreCounters:
     assemblies: int = 0
 
 
+NOT_STORED_HINT = (
+    "Only responses created with \"store\": true are kept (omitting store means false), in this server's memory, "
+    "for a limited time; send the whole history in 'input' instead, or store the earlier turn "
+    "(openai-agents: ModelSettings(store=True))."
+)
+"""Why an id may be unknown: the commonest cause is a turn that was never stored."""
+
+
 class ResponseStore:
     def __init__(self, settings: ResponsesSettings, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
@@ -267,7 +275,7 @@ class ResponseStore:
         entry = self._entries.get(response_id)
         if entry is None or entry.owner != owner:
             self.counters.misses += 1
-            raise NotFoundError(f"Response with id '{response_id}' not found.", param=param)
+            raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}", param=param)
         self._entries.move_to_end(response_id)  # recently used; the TTL is not extended
         self.counters.hits += 1
         return entry

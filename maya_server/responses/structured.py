@@ -79,6 +79,8 @@ class StructuredValidator:
         max_nodes: int = MAX_INSTANCE_NODES,
         max_depth: int = MAX_INSTANCE_DEPTH,
     ) -> None:
+        if schema is not None:  # the dialect it names was checked at request time; 2020-12 semantics apply
+            schema = {key: value for key, value in schema.items() if key != "$schema"}
         self._validator = _budgeted_validator_class()(schema) if schema is not None else None
         self._clock = clock
         self._budget_s = budget_s

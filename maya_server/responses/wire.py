@@ -40,7 +40,8 @@ def reject_unsupported(model: BaseModel, prefix: Sequence[Any], reasons: Mapping
 def tag(raw: dict, key: str, prefix: Sequence[Any], default: Any = None) -> Any:
     """A dispatching field (`type`, `role`): a string, or absent; anything else is a 400 here, before
     it is looked up in a table (an object or array is not even hashable)."""
-    value = raw.get(key, default)
+    value = raw.get(key)
+    value = default if value is None else value  # an SDK's model_dump() writes an unset field as null
     if value is not None and not isinstance(value, str):
         where = path(prefix, key)
         raise InvalidRequestError(f"Invalid type for '{where}': expected a string.", param=where)

@@ -10,7 +10,8 @@ from tests.server import RunningServer, scripted_config
 from tests.recorder import Recorder
 
 CLIENT_CTX = 65536
-"""Codex's first prompt alone is ~4.7k real tokens (more in the scripted engine's short pieces)."""
+"""Codex's first prompt alone is ~6.2k-6.7k real tokens (bench/codex_prompt_tokens.py; more in the scripted
+engine's short pieces)."""
 
 
 @pytest.fixture

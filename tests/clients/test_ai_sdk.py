@@ -65,3 +65,25 @@ def test_without_store_false_the_error_names_the_option(maya):
     error = json.loads(refused[0].body)["error"]
     assert "store: false" in error["message"] and error["param"].endswith(".type")
     assert server.engine.calls == 1  # the refused step never reached the engine
+
+
+STRUCTURED = Path(__file__).with_name("ai_sdk_structured.mjs")
+WEATHER = {"city": "Paris", "temperature": 21, "sunny": True, "tags": ["warm", "dry"],
+           "wind": {"speed": 12.5, "unit": "kmh"}, "note": None}
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+@pytest.mark.parametrize("mode", ["generateObject", "streamObject", "outputObject"])
+def test_structured_output_with_a_zod_schema(maya, mode, api):
+    """zod's draft-07 `$schema` is accepted, the schema is enforced, and the SDK gets the object it asked for."""
+    server, recorder = maya(["</think>" + json.dumps(WEATHER)])
+    work = ensure_installed().parent
+    shutil.copy2(STRUCTURED, work / STRUCTURED.name)
+    result = subprocess.run(["node", str(work / STRUCTURED.name), mode, api], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "MAYA_BASE_URL": server.url + "/v1"})
+    assert outcome_of(result)["object"] == WEATHER
+    path = "/v1/responses" if api == "responses" else "/v1/chat/completions"
+    sent = recorder.of(path)[0].request_json()
+    fmt = sent["text"]["format"] if api == "responses" else sent["response_format"]["json_schema"]
+    assert fmt["schema"]["$schema"] == "http://json-schema.org/draft-07/schema#"
+    assert "Schema name:" in server.engine.last_prompt_text  # the model was told the schema

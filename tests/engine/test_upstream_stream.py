@@ -90,3 +90,53 @@ def test_a_stream_that_ends_without_a_finish_is_an_upstream_failure(tokenizer):
     stream.feed(UpstreamChunk(token_ids=(100,)))
     with pytest.raises(UpstreamError):
         stream.finish()
+
+
+def llama_server_chunks(tokenizer, text: str) -> list[UpstreamChunk]:
+    """What llama-server streams for `text`: no chunk for a token that ends inside a character; the next
+    one carries only its own id, with the whole character's text."""
+    ids = tokenizer.encode(text, special=False)
+    chunks, sent = [], ""
+    for i, token_id in enumerate(ids):
+        decoded = tokenizer.decode(ids[:i + 1])
+        if decoded.endswith("\ufffd"):
+            continue
+        chunks.append(UpstreamChunk(text=decoded[len(sent):], token_ids=(token_id,)))
+        sent = decoded
+    chunks.append(UpstreamChunk(finish_reason="stop", completion_tokens=len(ids)))
+    return chunks
+
+
+@pytest.mark.parametrize("text", ["a\u2028b\u2029c\u0085d", "🐉🎉 日本語 done", "plain words only"])
+def test_llama_servers_missing_ids_are_mended_from_its_text(tokenizer, text):
+    chunks = llama_server_chunks(tokenizer, text)
+    stream = TokenStream(tokenizer, {IM_END}, 100, text_mends_ids=True)
+    out = "".join(token.text for chunk in chunks for token in stream.feed(chunk))
+    assert stream.finish() == "stop"
+    assert out == text
+    assert stream.generated_tokens == len(tokenizer.encode(text, special=False))  # the usage's count
+
+
+def test_without_mending_the_missing_ids_would_corrupt_the_text(tokenizer):
+    stream = TokenStream(tokenizer, {IM_END}, 100)
+    out = "".join(t.text for chunk in llama_server_chunks(tokenizer, "a\u2028b") for t in stream.feed(chunk))
+    assert out != "a\u2028b"  # what the mend is for
+
+
+def test_llama_servers_native_stream_read_and_mended_whole(tokenizer):
+    """The `/completion` endpoint (a vision llama-server's): `content` raw in the JSON, one token id a chunk."""
+    import orjson
+
+    from maya_server.engine.event_stream import SseLines
+    from maya_server.engine.upstream_wire import parse_native_event
+
+    text = "a\u2028b\u0085c 🐉"
+    frames = b"".join(b"data: " + orjson.dumps({"content": c.text, "tokens": list(c.token_ids or ()),
+                                                 "stop": c.finish_reason is not None, "tokens_predicted": c.completion_tokens})
+                      + b"\n\n" for c in llama_server_chunks(tokenizer, text))
+    assert "\u2028".encode() in frames
+    lines = SseLines()
+    events = [data for i in range(0, len(frames), 5) for _, data in lines.feed(frames[i:i + 5])]
+    stream = TokenStream(tokenizer, {IM_END}, 100, text_mends_ids=True)
+    out = "".join(t.text for data in events for t in stream.feed(parse_native_event(data)))
+    assert stream.finish() == "stop" and out == text

@@ -131,3 +131,33 @@ def test_an_abandoned_upload_is_not_an_error(start_server, caplog):
     assert wait_for(lambda: any('status="499"' in k for k in counted()))
     assert not any('status="500"' in k for k in counted())
     assert "unhandled error" not in caplog.text
+
+
+@pytest.mark.parametrize("host", ["[::1]evil.com", "localhost:evil", "127.0.0.1:8080/x", "localhost:99999",
+                                  "[::1", "local host", "127.0.0.1:80:80"])
+def test_a_host_header_that_is_not_exactly_host_and_port_is_a_400(start_server, host):
+    server = start_server(["ok"])
+    reply = raw_request(server.url, f"GET /v1/models HTTP/1.1\nHost: {host}\n")
+    assert reply.startswith(b"HTTP/1.1 400") and b'"invalid_host_header"' in reply
+    assert server.engine.calls == 0
+
+
+def test_two_host_headers_are_a_400_whichever_comes_first(start_server):
+    server = start_server(["ok"], allowed_hosts=("*",))
+    for first, second in (("127.0.0.1", "evil.example"), ("evil.example", "127.0.0.1")):
+        reply = raw_request(server.url, f"POST /v1/responses HTTP/1.1\nHost: {first}\nHost: {second}\n"
+                            "Content-Type: application/json\nContent-Length: 15\n", b'{"input": "hi"}')
+        assert reply.startswith(b"HTTP/1.1 400") and b'"invalid_host_header"' in reply
+    assert server.engine.calls == 0
+
+
+def test_the_origins_scheme_must_be_this_servers_too(start_server):
+    server = start_server(["ok", "ok"])
+    port = server.url.rsplit(":", 1)[1]
+    with server.http() as http:
+        same = http.post("/v1/responses", json={"input": "hi"}, headers={"Origin": f"http://127.0.0.1:{port}"})
+        https = http.post("/v1/responses", json={"input": "hi"}, headers={"Origin": f"https://127.0.0.1:{port}"})
+        other_scheme = http.post("/v1/responses", json={"input": "hi"}, headers={"Origin": f"ftp://127.0.0.1:{port}"})
+    assert same.status_code == 200
+    assert_refused(https, 403, "origin_not_allowed")
+    assert_refused(other_scheme, 403, "origin_not_allowed")

@@ -45,6 +45,7 @@ ACCEPTED = [
     ("schema additionalProperties", {"type": "object", "additionalProperties": {"type": "integer"}}),
     ("boolean items", obj({"a": {"type": "array", "items": False}})),
     ("draft 2020-12 $schema", {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}),
+    ("draft-07 $schema (zod)", {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}),
     ("untyped property", {"type": "object", "properties": {"anything": {}}}),
 ]
 
@@ -75,7 +76,12 @@ REJECTED = [
     ("unknown keyword", obj({"a": {"type": "string", "color": "red"}}), f"{P}.properties.a.color"),
     ("uniqueItems", obj({"a": {"type": "array", "uniqueItems": True}}), f"{P}.properties.a.uniqueItems"),
     ("prefixItems", obj({"a": {"type": "array", "prefixItems": []}}), f"{P}.properties.a.prefixItems"),
-    ("other $schema", {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}, f"{P}.$schema"),
+    ("other $schema", {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object"}, f"{P}.$schema"),
+    ("not a dialect", {"$schema": "https://example.com/my-schema", "type": "object"}, f"{P}.$schema"),
+    ("$schema not a string", {"$schema": 7, "type": "object"}, f"{P}.$schema"),
+    ("draft-04 boolean bound", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+                                "properties": {"n": {"type": "number", "minimum": 0, "exclusiveMinimum": True}}},
+     f"{P}.properties.n.exclusiveMinimum"),
     ("nested $schema", obj({"a": {"$schema": "https://json-schema.org/draft/2020-12/schema"}}),
      f"{P}.properties.a.$schema"),
     ("unknown type", obj({"a": {"type": "str"}}), f"{P}.properties.a.type"),
@@ -215,3 +221,26 @@ def test_sdk_pydantic_formats_with_unsupported_keywords_are_rejected():
     with pytest.raises(InvalidRequestError) as caught:
         parse(text={"format": type_to_text_format_param(Dated)})
     assert caught.value.param == "text.format.schema.properties.day.format"
+
+
+DIALECTS = ["json-schema.org/draft/2020-12/schema", "json-schema.org/draft/2019-09/schema",
+            "json-schema.org/draft-07/schema", "json-schema.org/draft-06/schema", "json-schema.org/draft-04/schema"]
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+@pytest.mark.parametrize("fragment", ["", "#"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_named_dialect_is_accepted_in_either_spelling(dialect, scheme, fragment):
+    schema = obj({"n": {"type": "integer", "exclusiveMinimum": 0}})
+    check_schema({"$schema": f"{scheme}://{dialect}{fragment}", **schema}, strict=True, param=P)
+
+
+def test_a_draft_07_schema_is_validated_with_2020_12_semantics():
+    from maya_server.responses.structured import StructuredValidator
+
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#",
+              **obj({"n": {"type": "integer", "exclusiveMinimum": 0}, "tags": {"type": "array", "items": {"type": "string"}}})}
+    validator = StructuredValidator(schema)
+    assert validator.validate('{"n": 1, "tags": ["a"]}').ok
+    assert not validator.validate('{"n": 0, "tags": ["a"]}').ok
+    assert not validator.validate('{"n": 1, "tags": [1]}').ok

@@ -292,6 +292,18 @@ def test_unknown_ids_are_404_everywhere(start_server):
     assert server.engine.calls == 0
 
 
+def test_continuing_an_unstored_response_says_only_stored_ones_are_kept(start_server):
+    """openai-agents with auto_previous_response_id and store omitted continues a response never stored."""
+    server = start_server(["ok", "never"])
+    client = server.client()
+    unstored = client.responses.create(model="m", input="hi")  # store omitted: false
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.responses.create(model="m", previous_response_id=unstored.id, input="more")
+    assert caught.value.body["param"] == "previous_response_id"
+    assert '"store": true' in caught.value.body["message"]
+    assert server.engine.calls == 1
+
+
 def test_deleted_ids_are_404_everywhere(start_server):
     server = start_server(["ok"])
     response = server.client().responses.create(model="m", input="hi", store=True)
