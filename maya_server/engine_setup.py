@@ -20,12 +20,6 @@ if TYPE_CHECKING:  # each engine's module is imported only when that engine is c
 
 
 def create_engine(config: ServerConfig) -> Engine:
-    if config.engine == "llamacpp":
-        from .engine.llamacpp import LlamaCppEngine
-
-        engine = LlamaCppEngine.start(embedded_options(config))
-        engine.batch_interval = config.relay_batch_ms / 1000
-        return engine
     if config.engine == "scripted":
         from .engine.scripted import ScriptedEngine
 
@@ -36,13 +30,18 @@ def create_engine(config: ServerConfig) -> Engine:
                                             delay=config.script_delay)
         except ValueError as exc:
             raise ConfigError("script", str(exc)) from None
-    if config.engine == "upstream":
+    if config.engine == "llamacpp":
+        from .engine.llamacpp import LlamaCppEngine
+
+        engine = LlamaCppEngine.start(embedded_options(config))
+    elif config.engine == "upstream":
         from .engine.upstream import UpstreamEngine
 
         engine = UpstreamEngine.connect(upstream_options(config))
-        engine.batch_interval = config.relay_batch_ms / 1000
-        return engine
-    raise ConfigError("engine", f"the {config.engine} engine is not available in this build")
+    else:
+        raise ConfigError("engine", f"the {config.engine} engine is not available in this build")
+    engine.batch_interval = config.relay_batch_ms / 1000  # both relay an engine's HTTP stream (upstream.py)
+    return engine
 
 
 def embedded_options(config: ServerConfig) -> EmbeddedOptions:

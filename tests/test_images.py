@@ -195,7 +195,8 @@ def test_fetch_failures(image_server, path, limits, reason):
 
 
 def test_loopback_is_refused_unless_allowed(image_server):
-    assert refusal(ImageLoader(ImageLimits()), f"{image_server.url}/cat.png").reason == "address"
+    # the real resolver (a literal 127.0.0.1), but no transport that could connect if the refusal slipped
+    assert refusal(ImageLoader(ImageLimits(), transport=NoNetwork()), f"{image_server.url}/cat.png").reason == "address"
 
 
 def test_over_http_every_bad_image_is_a_400_and_the_engine_is_untouched(start_server):
