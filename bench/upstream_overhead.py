@@ -34,7 +34,7 @@ from maya_server.config import default_model_path  # noqa: E402
 from maya_server.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.dialects import get_dialect  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
-from maya_server.engine.upstream_wire import completion_request  # noqa: E402
+from maya_server.engine.upstream_wire import NATIVE_PATH, native_completion_request  # noqa: E402
 from maya_server.hf_tokenizer import HfTokenizer  # noqa: E402
 from tests.gguf_model_dir import write_model_dir  # noqa: E402
 from tests.llama_server import LlamaServer  # noqa: E402
@@ -43,19 +43,22 @@ PROMPT = "Write a long story about a lighthouse keeper and a storm."
 
 
 def direct_rate(upstream_url: str, prompt_ids: list[int], tokens: int, *, as_maya: bool = False) -> tuple[float, int]:
-    """llama-server's own stream; `as_maya` sends the very body Maya's engine sends (which also asks
-    for each token's id, `n_probs: 1`, costing llama-server a little per token)."""
-    body = {"prompt": prompt_ids, "max_tokens": tokens, "temperature": 0, "top_k": 0, "min_p": 0,
+    """llama-server's own stream; `as_maya` sends the very request Maya's engine sends (its own `/completion`,
+    the generated ids in `tokens`)."""
+    path = "/v1/completions"
+    body = {"prompt": prompt_ids, "max_tokens": tokens, "temperature": 0, "top_k": 0, "min_p": 0, "top_p": 1.0,
             "stream": True, "stream_options": {"include_usage": True}}
     if as_maya:
-        body = completion_request("llama-server", None, prompt_ids, SamplingParams(max_tokens=tokens, temperature=0), ())
+        path = NATIVE_PATH
+        body = native_completion_request(prompt_ids, SamplingParams(max_tokens=tokens, temperature=0))
     started = time.perf_counter()
     count = 0
-    with httpx.stream("POST", upstream_url + "/v1/completions", json=body, timeout=120) as response:
+    with httpx.stream("POST", upstream_url + path, json=body, timeout=120) as response:
         for line in response.iter_lines():
             if line.startswith("data: {"):
-                usage = orjson.loads(line[6:]).get("usage")
-                count = usage["completion_tokens"] if usage else count
+                event = orjson.loads(line[6:])
+                usage = event.get("usage")
+                count = usage["completion_tokens"] if usage else event.get("tokens_predicted") or count
     return count / (time.perf_counter() - started), count
 
 
@@ -121,7 +124,7 @@ def report(results: dict[str, list[tuple[float, int]]], opts: argparse.Namespace
     print(f"threads={opts.threads} tokens={opts.tokens} rounds={opts.rounds} (medians)")
     print(f"{'llama-server /v1/completions:':40s}{direct:7.1f} tok/s  ({results['direct'][0][1]} tokens)")
     with_ids = statistics.median(rate for rate, _ in results["direct_ids"])
-    print(f"{'llama-server, Maya request (n_probs 1):':40s}{with_ids:7.1f} tok/s  ratio to plain {with_ids / direct:.3f}")
+    print(f"{'llama-server, Maya request (/completion):':40s}{with_ids:7.1f} tok/s  ratio to plain {with_ids / direct:.3f}")
     for name, label in (("chat", "maya upstream /v1/chat/completions:"), ("responses", "maya upstream /v1/responses:")):
         rate = statistics.median(r for r, _ in results[name])
         print(f"{label:40s}{rate:7.1f} tok/s  ({results[name][0][1]} tokens)  ratio {rate / direct:.3f} (target >= 0.95), "
