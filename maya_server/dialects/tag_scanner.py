@@ -8,6 +8,7 @@ everything before it at once, which keeps streaming latency at one partial tag.
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable
 
 
@@ -63,10 +64,24 @@ class TagScanner:
 
 
 def _partial_tag_length(buffer: str, tags: tuple[str, ...]) -> int:
-    """Length of the longest buffer suffix that is a proper prefix of a tag."""
-    longest = max((len(t) for t in tags), default=0)
-    for size in range(min(len(buffer), longest - 1), 0, -1):
-        tail = buffer[-size:]
-        if any(tag.startswith(tail) for tag in tags):
-            return size
-    return 0
+    """Length of the longest buffer suffix that is a proper prefix of a tag. Only a suffix that begins with some
+    tag's first character can be one, so those characters are looked up (str.find, in C) rather than every
+    suffix tried: this runs for every token the model writes."""
+    longest, firsts = _tag_shape(tags)
+    start = max(0, len(buffer) - longest + 1)
+    best = 0
+    for first in firsts:
+        position = buffer.find(first, start)
+        while position >= 0:
+            tail = buffer[position:]
+            if any(tag.startswith(tail) for tag in tags):
+                best = max(best, len(tail))
+                break  # the earliest match is this character's longest suffix
+            position = buffer.find(first, position + 1)
+    return best
+
+
+@functools.lru_cache(maxsize=64)
+def _tag_shape(tags: tuple[str, ...]) -> tuple[int, frozenset[str]]:
+    """The longest tag's length and the tags' first characters (a dialect has a few fixed tag sets)."""
+    return max((len(t) for t in tags), default=0), frozenset(t[0] for t in tags if t)

@@ -33,9 +33,10 @@ from urllib.parse import urlsplit
 
 from ..errors import UpstreamError, UpstreamUnavailable
 
-READ_SIZE = 65536
 HEAD_LIMIT = 65536
 """The status line and headers together may not exceed this."""
+BUFFER_LIMIT = 1 << 20
+"""Bytes that may wait unread (the client is slow, or events gather); past this the socket is not read."""
 EVENT_LIMIT = 4 * 1024 * 1024
 """One streamed event may not exceed this: a runaway upstream cannot fill our memory line by line."""
 DATA, ERROR = b"data", b"error"
@@ -55,24 +56,26 @@ class Endpoint:
         parts = urlsplit(self.url)
         host = parts.hostname or "localhost"
         port = parts.port or (443 if parts.scheme == "https" else 80)
+        loop = asyncio.get_running_loop()
+        connection = _Connection(loop, self.read_timeout)
         try:
             async with asyncio.timeout(self.connect_timeout):
                 if self.uds is not None:
-                    reader, writer = await asyncio.open_unix_connection(self.uds, limit=HEAD_LIMIT)
+                    await loop.create_unix_connection(lambda: connection, self.uds)
                 else:
                     tls = ssl.create_default_context() if parts.scheme == "https" else None
-                    reader, writer = await asyncio.open_connection(host, port, ssl=tls, limit=HEAD_LIMIT)
+                    await loop.create_connection(lambda: connection, host, port, ssl=tls)
         except TimeoutError:
             raise UpstreamUnavailable(f"cannot connect to the upstream engine within {self.connect_timeout}s") from None
         except (OSError, ssl.SSLError):
             raise UpstreamUnavailable("cannot connect to the upstream engine") from None
-        stream = EventStream(reader, writer, self.read_timeout)
+        stream = EventStream(connection)
         try:
             target = (parts.path.rstrip("/") + path) if self.uds is None else path
             head = [f"POST {target} HTTP/1.1", f"Host: {parts.netloc or host}", "Accept: text/event-stream",
                     "Content-Type: application/json", f"Content-Length: {len(body)}", "Connection: close",
                     *(f"{name}: {value}" for name, value in headers.items())]
-            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+            await connection.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
             await stream.read_head()
         except BaseException:
             stream.close()
@@ -91,27 +94,29 @@ class EventStream:
         stream.close()
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, read_timeout: float) -> None:
+    def __init__(self, connection: "_Connection") -> None:
         self.status = 0
         self.headers: dict[str, str] = {}
-        self._reader = reader
-        self._writer = writer
-        self._read_timeout = read_timeout
+        self._connection = connection
         self._body: _Body | None = None
         self._lines = SseLines()
 
     async def read_head(self) -> None:
-        try:
-            async with asyncio.timeout(self._read_timeout):
-                await self._writer.drain()
-                head = await self._reader.readuntil(b"\r\n\r\n")
-        except TimeoutError:
-            raise UpstreamUnavailable(f"the upstream engine sent nothing for {self._read_timeout}s") from None
-        except asyncio.LimitOverrunError:
-            raise UpstreamError("the upstream engine sent oversized response headers") from None
-        except (OSError, asyncio.IncompleteReadError):
-            raise UpstreamError("the upstream engine closed the connection before answering") from None
-        lines = head.decode("latin-1").split("\r\n")
+        head = b""
+        while (end := head.find(b"\r\n\r\n")) < 0:
+            if len(head) > HEAD_LIMIT:
+                raise UpstreamError("the upstream engine sent oversized response headers")
+            try:
+                raw = await self._connection.receive()
+            except OSError:
+                raw = b""
+            if not raw:
+                raise UpstreamError("the upstream engine closed the connection before answering")
+            head += raw
+        if end > HEAD_LIMIT:
+            raise UpstreamError("the upstream engine sent oversized response headers")
+        self._connection.unread(head[end + 4:])
+        lines = head[:end].decode("latin-1").split("\r\n")
         status = lines[0].split(" ", 2)
         if len(status) < 2 or not status[0].startswith("HTTP/1.") or not status[1].isdigit():
             raise UpstreamError("the upstream engine answered something other than HTTP/1.1")
@@ -145,27 +150,22 @@ class EventStream:
     async def gather(self, seconds: float) -> None:
         """Let `seconds` of the stream pile up in the socket: reading is paused meanwhile, so what arrives is then
         taken in one read and one wake-up, not one per event (the event loop would otherwise read each at once)."""
-        transport = self._writer.transport
-        transport.pause_reading()
+        self._connection.hold(True)
         try:
             await asyncio.sleep(seconds)
         finally:
-            if not transport.is_closing():
-                transport.resume_reading()
+            self._connection.hold(False)
 
     def close(self) -> None:
         """Drop the connection now (the upstream then stops generating for it)."""
-        self._writer.transport.abort()
+        self._connection.abort()
 
     async def _read(self) -> bytes | None:
         """The next piece of the body, de-framed; None at its end. A body cut short is an `UpstreamError`."""
         assert self._body is not None, "read_head first"
         while not self._body.done:
             try:
-                async with asyncio.timeout(self._read_timeout):
-                    raw = await self._reader.read(READ_SIZE)
-            except TimeoutError:
-                raise UpstreamUnavailable(f"the upstream engine sent nothing for {self._read_timeout}s") from None
+                raw = await self._connection.receive()
             except OSError:
                 raise UpstreamError("the upstream engine broke off the generation (connection lost)") from None
             if not raw:
@@ -176,6 +176,140 @@ class EventStream:
             if piece:
                 return piece
         return None
+
+
+class _Connection(asyncio.Protocol):
+    """The socket's side of one answer: what arrives waits here until the stream takes all of it at once.
+
+    Leaner than asyncio's StreamReader for a stream of small events, and it keeps the read timeout without a
+    timer per read: `asyncio.timeout` arms and cancels one for every event, a tenth of the relay's cost per
+    token. Here a wait only notes when it began; one timer, armed while some wait is open, checks that the
+    current wait is younger than `read_timeout` and fails it with `UpstreamUnavailable` otherwise.
+
+    Reading is paused (the upstream then blocks in its own send) while more than `BUFFER_LIMIT` bytes wait
+    unread, or while the stream gathers events on purpose (`hold`)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout: float) -> None:
+        self._loop = loop
+        self._read_timeout = read_timeout
+        self._transport: asyncio.Transport | None = None
+        self._pieces: list[bytes] = []
+        self._buffered = 0
+        self._ended = False
+        self._failure: OSError | None = None
+        self._waiter: asyncio.Future | None = None
+        self._wait_began = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._held = False
+        self._reading = True
+        self._writable: asyncio.Future | None = None
+
+    # asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._pieces.append(data)
+        self._buffered += len(data)
+        if self._buffered > BUFFER_LIMIT:
+            self._update_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._ended = True
+        self._wake()
+        return False  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended = True
+        if exc is not None:
+            self._failure = exc if isinstance(exc, OSError) else OSError(str(exc))
+        self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def pause_writing(self) -> None:
+        self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    # the stream's side
+    async def send(self, data: bytes) -> None:
+        """Write `data` and wait until the socket has taken it (a request with images can be tens of MB)."""
+        assert self._transport is not None
+        self._transport.write(data)
+        if self._writable is not None:
+            await self._writable
+        if self._failure is not None:
+            raise self._failure
+
+    async def receive(self) -> bytes:
+        """Everything that arrived since the last call (waiting for something); b"" once the peer has finished.
+        A connection that broke is an `OSError`; silence past the read timeout is `UpstreamUnavailable`."""
+        if not self._pieces and not self._ended:
+            self._waiter = self._loop.create_future()
+            self._wait_began = self._loop.time()
+            if self._timer is None:
+                self._timer = self._loop.call_at(self._wait_began + self._read_timeout, self._check_silence)
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self._pieces:
+            data = self._pieces[0] if len(self._pieces) == 1 else b"".join(self._pieces)
+            self._pieces.clear()
+            was_over, self._buffered = self._buffered > BUFFER_LIMIT, 0
+            if was_over:
+                self._update_reading()
+            return data
+        if self._failure is not None:
+            raise self._failure
+        return b""
+
+    def unread(self, data: bytes) -> None:
+        """Put back what was read past the end of the head."""
+        if data:
+            self._pieces.insert(0, data)
+            self._buffered += len(data)
+
+    def hold(self, held: bool) -> None:
+        self._held = held
+        self._update_reading()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _update_reading(self) -> None:
+        reading = not self._held and self._buffered <= BUFFER_LIMIT
+        if reading != self._reading and self._transport is not None and not self._transport.is_closing():
+            self._reading = reading
+            if reading:
+                self._transport.resume_reading()
+            else:
+                self._transport.pause_reading()
+
+    def _check_silence(self) -> None:
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # no wait open: the next one arms the timer again
+        due = self._wait_began + self._read_timeout
+        if self._loop.time() >= due:
+            waiter.set_exception(UpstreamUnavailable(
+                f"the upstream engine sent nothing for {self._read_timeout}s"))
+        else:
+            self._timer = self._loop.call_at(due, self._check_silence)
 
 
 class _Body:

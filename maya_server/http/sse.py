@@ -121,9 +121,13 @@ class EventStreamResponse(StreamingResponse):
                 await self._write(send, chunk)
 
     async def _write(self, send: Send, chunk: bytes) -> None:
-        if chunk:
-            async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if not chunk:
+            return
+        if self.write_timeout is None:  # no timer to arm and cancel for every event
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            return
+        async with asyncio.timeout(self.write_timeout):  # no task per event, unlike wait_for
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
 
 KEEPALIVE_COMMENT = b": keep-alive\n\n"
