@@ -22,9 +22,10 @@ gone, `generation.cancel()`) closes the HTTP request, which makes the upstream
 drop the sequence. The stream itself is read by `event_stream.py` (a lean
 HTTP/1.1 reader, which maps every lower-layer failure to an `UpstreamError`);
 the tokens of one read go down the pipeline as one piece (`together`), and
-while tokens flow and other streams run, the next read waits `batch_interval`
-so that more gather: one read, one pass and one write to the client for
-several tokens at GPU rates. The key only ever travels in the Authorization header.
+while tokens flow faster than one per `batch_interval` and other streams run,
+the next read waits `batch_interval` so that more gather: one read, one pass
+and one write to the client for several tokens at GPU rates (a slower stream
+is read at once: waiting would gather nothing). The key only ever travels in the Authorization header.
 """
 
 from __future__ import annotations
@@ -103,8 +104,9 @@ class UpstreamEngine(Engine):
         self._endpoint = Endpoint(self.url, uds, connect_timeout=connect_timeout, read_timeout=read_timeout)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.batch_interval = 0.0
-        """Seconds the next read of a stream waits while its tokens flow and other streams run too, so the tokens
-        in between arrive together (a lone stream is read at once: there is nothing to share the process with)."""
+        """Seconds the next read of a stream waits while its tokens flow (a read brought several, or came sooner
+        than this after the last) and other streams run too, so the tokens in between arrive together (a lone
+        stream is read at once: there is nothing to share the process with)."""
         self._streaming = 0
         self.accepts_images = info.kind == "llama-server" and info.vision
         self.images_refusal = (
@@ -189,6 +191,8 @@ class UpstreamEngine(Engine):
         outcome, failure = "cancelled", None
         answer = None
         self._streaming += 1
+        clock = asyncio.get_running_loop().time
+        previous_read = float("-inf")  # the first read gathers only if it brought several tokens
         try:
             answer = await self._endpoint.post(path, body, self._headers)
             if answer.status != 200:
@@ -217,7 +221,11 @@ class UpstreamEngine(Engine):
                 if finished or generation.cancelled:
                     break
                 if tokens and self.batch_interval and self._streaming > 1:
-                    await answer.gather(self.batch_interval)  # the next tokens pile up: one read, one pass for all
+                    now = clock()
+                    flowing = len(tokens) > 1 or now - previous_read < self.batch_interval
+                    previous_read = now
+                    if flowing:  # the next tokens pile up meanwhile: one read, one pass for all of them
+                        await answer.gather(self.batch_interval)
             if generation.cancelled and stream.finish_reason is None:
                 return
             reason = stream.finish()

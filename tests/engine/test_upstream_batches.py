@@ -81,3 +81,21 @@ def test_a_lone_stream_is_read_at_once(tokenizer):
     (at_once, _), = asyncio.run(relay(events(ids), 0.005, 0.0, tokenizer))
     (alone, _), = asyncio.run(relay(events(ids), 0.005, 0.05, tokenizer))
     assert len(alone) > len(ids) / 2 and len(at_once) > len(ids) / 2   # no wait: nearly a read per token
+
+
+def test_a_stream_slower_than_the_wait_is_read_at_once(tokenizer, monkeypatch):
+    """Tokens 60 ms apart with a 20 ms wait: waiting would gather nothing, so no read waits; 5 ms apart, reads do."""
+    from maya_server.engine.event_stream import EventStream
+    waits: list[float] = []
+    real_gather = EventStream.gather
+
+    async def counted(self, seconds):
+        waits.append(seconds)
+        await real_gather(self, seconds)
+
+    monkeypatch.setattr(EventStream, "gather", counted)
+    ids = tokenizer.encode(TEXT, special=False)[:8]
+    asyncio.run(relay(events(ids), 0.06, 0.02, tokenizer, streams=2))
+    assert waits == []
+    asyncio.run(relay(events(ids), 0.005, 0.02, tokenizer, streams=2))
+    assert waits and set(waits) == {0.02}
