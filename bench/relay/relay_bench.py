@@ -88,6 +88,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def maya_command(maya_src: Path | None, maya_args: list[str]) -> list[str] | None:
+    """The command that runs another checkout's `maya_server` (a `git archive` of main, say) with this venv's
+    packages; None for the installed one."""
+    if maya_src is None:
+        return None
+    return [sys.executable, "-c", f"import sys, runpy; sys.path.insert(0, {str(maya_src)!r}); "
+            "runpy.run_module('maya_server', run_name='__main__')", *maya_args]
+
+
 def run_client(url: str, api: str, body: bytes, streams: int, seconds: float, watch: tuple[int, ...] = ()) -> tuple[dict, list[float]]:
     """The load client in its own process; returns its report and the CPU seconds each of `watch` spent meanwhile."""
     path, key = APIS[api]
@@ -124,11 +133,7 @@ def measure_format(fmt: str, opts: argparse.Namespace, tokenizer_dir: str, meta:
     try:
         maya_args = ["--engine", "upstream", "--upstream-url", url, "--tokenizer", tokenizer_dir,
                      "--family", "chatml", "--upstream-slots", "64", "--max-queue", "256"]
-        command = None
-        if opts.maya_src:  # another checkout's maya_server (a `git archive` of main, say), this venv's packages
-            command = [sys.executable, "-c", f"import sys, runpy; sys.path.insert(0, {str(opts.maya_src)!r}); "
-                       "runpy.run_module('maya_server', run_name='__main__')", *maya_args]
-        maya, maya_url = start_maya(*maya_args, command=command)
+        maya, maya_url = start_maya(*maya_args, command=maya_command(opts.maya_src, maya_args))
         payloads = bodies(meta, opts.tokens, fmt, stop_ids)
         for api in opts.apis:  # warm up each path once (imports, first-request caches)
             run_client(maya_url, api, bodies(meta, 16, fmt, stop_ids)[api], 1, 0)
