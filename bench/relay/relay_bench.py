@@ -13,8 +13,9 @@ false`) at 1, 16 and 64 concurrent streams. Reported per row:
 - tok/event: tokens per SSE event Maya sent; 1 means an event per token, more means Maya coalesced
   tokens that arrived together (unthrottled, or when it falls behind): a cheaper regime than a GPU
   engine's steady per-token stream, which --rate gives;
-- Maya µs/tok: utime+stime of the Maya process (/proc/PID/stat) over the
-  window ÷ tokens relayed; Maya cores: the same CPU ÷ wall;
+- Maya µs/tok: utime+stime of the Maya process (/proc/PID/stat; with
+  --processes N, of all N) over the window ÷ tokens relayed; Maya cores: the
+  same CPU ÷ wall;
 - cores to keep up: Maya µs/tok × direct tok/s, the CPU Maya would need to
   relay everything the engine produces;
 - replay µs/tok, client µs/tok: the replay's and the load client's own CPU per token.
@@ -22,7 +23,10 @@ false`) at 1, 16 and 64 concurrent streams. Reported per row:
 Then the replay's own ceiling: the plain client at 64 streams, unthrottled.
 
     .venv/bin/python bench/relay/relay_bench.py [--formats llama-server,vllm,sglang] [--streams 1,16,64]
-        [--tokens 512] [--seconds 5] [--rate 0] [--apis chat,responses] [--maya-src DIR]
+        [--tokens 512] [--seconds 5] [--rate 0] [--apis chat,responses] [--processes 1] [--maya-src DIR]
+
+With --processes N, N Maya processes relay side by side (each on its own port,
+one load client each, the streams shared out): what N workers would give.
 
 A measurement sends requests back to back on every stream until --seconds
 pass, then lets each stream finish its answer; all three processes share the
@@ -97,20 +101,32 @@ def maya_command(maya_src: Path | None, maya_args: list[str]) -> list[str] | Non
             "runpy.run_module('maya_server', run_name='__main__')", *maya_args]
 
 
-def run_client(url: str, api: str, body: bytes, streams: int, seconds: float, watch: tuple[int, ...] = ()) -> tuple[dict, list[float]]:
-    """The load client in its own process; returns its report and the CPU seconds each of `watch` spent meanwhile."""
+def run_client(url: str | list[str], api: str, body: bytes, streams: int, seconds: float,
+               watch: tuple[int, ...] = ()) -> tuple[dict, list[float]]:
+    """The load client in its own process (one per URL, the streams shared out among them, all at once); returns
+    their report together and the CPU seconds each of `watch` spent meanwhile."""
     path, key = APIS[api]
+    urls = [url] if isinstance(url, str) else url
+    shares = [streams // len(urls) + (i < streams % len(urls)) for i in range(len(urls))]
     with tempfile.NamedTemporaryFile(suffix=".json") as body_file:
         body_file.write(body)
         body_file.flush()
         before = [cpu_seconds(pid) for pid in watch]
-        done = subprocess.run([sys.executable, str(CLIENT), "--url", url, "--path", path, "--body-file", body_file.name,
-                               "--streams", str(streams), "--seconds", str(seconds), "--count-key", key],
-                              capture_output=True, text=True)
+        clients = [subprocess.Popen([sys.executable, str(CLIENT), "--url", one, "--path", path, "--body-file",
+                                     body_file.name, "--streams", str(share), "--seconds", str(seconds),
+                                     "--count-key", key], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for one, share in zip(urls, shares) if share]
+        outputs = [client.communicate() for client in clients]
         after = [cpu_seconds(pid) for pid in watch]
-    if done.returncode != 0:
-        raise RuntimeError(f"the load client failed: {done.stderr.strip()[-2000:]}")
-    return json.loads(done.stdout), [b - a for a, b in zip(before, after)]
+    reports = []
+    for client, (out, err) in zip(clients, outputs):
+        if client.returncode != 0:
+            raise RuntimeError(f"the load client failed: {err.strip()[-2000:]}")
+        reports.append(json.loads(out))
+    report = {name: sum(r[name] for r in reports) for name in ("tokens", "requests", "errors", "events", "cpu_s")}
+    report["wall_s"] = max(r["wall_s"] for r in reports)
+    report["tok_s"] = report["tokens"] / report["wall_s"] if report["wall_s"] > 0 else 0.0
+    return report, [b - a for a, b in zip(before, after)]
 
 
 def bodies(meta: dict, tokens: int, kind: str, stop_ids: set[int]) -> dict[str, bytes]:
@@ -129,27 +145,33 @@ def measure_format(fmt: str, opts: argparse.Namespace, tokenizer_dir: str, meta:
     rows: list[Row] = []
     replay = ReplayUpstream(fmt, opts.rate, slots=64)
     url = replay.start()
-    maya = None
+    mayas: list[subprocess.Popen] = []
+    maya_urls: list[str] = []
     try:
         maya_args = ["--engine", "upstream", "--upstream-url", url, "--tokenizer", tokenizer_dir,
                      "--family", "chatml", "--upstream-slots", "64", "--max-queue", "256"]
-        maya, maya_url = start_maya(*maya_args, command=maya_command(opts.maya_src, maya_args))
+        for _ in range(opts.processes):
+            process, maya_url = start_maya(*maya_args, command=maya_command(opts.maya_src, maya_args))
+            mayas.append(process)
+            maya_urls.append(maya_url)
         payloads = bodies(meta, opts.tokens, fmt, stop_ids)
         for api in opts.apis:  # warm up each path once (imports, first-request caches)
-            run_client(maya_url, api, bodies(meta, 16, fmt, stop_ids)[api], 1, 0)
+            run_client(maya_urls, api, bodies(meta, 16, fmt, stop_ids)[api], len(maya_urls), 0)
         for streams in opts.streams:
             direct, (replay_cpu,) = run_client(url, "direct", payloads["direct"], streams, opts.seconds, (replay.pid,))
             for api in opts.apis:
-                report, (maya_cpu, replay_cpu) = run_client(maya_url, api, payloads[api], streams, opts.seconds,
-                                                            (maya.pid, replay.pid))
+                report, (replay_cpu, *maya_cpus) = run_client(maya_urls, api, payloads[api], streams, opts.seconds,
+                                                              (replay.pid, *(maya.pid for maya in mayas)))
+                maya_cpu = sum(maya_cpus)
                 tokens = max(report["tokens"], 1)
                 rows.append(Row(fmt, streams, api, report["tok_s"], direct["tok_s"], maya_cpu / tokens * 1e6,
                                 maya_cpu / report["wall_s"], replay_cpu / tokens * 1e6,
                                 report["cpu_s"] / tokens * 1e6, tokens / max(report["events"], 1), report["errors"]))
                 print(_line(rows[-1]), flush=True)
     finally:
-        if maya is not None:
+        for maya in mayas:
             maya.terminate()
+        for maya in mayas:
             maya.wait(timeout=30)
         replay.stop()
     ceiling_replay = ReplayUpstream(fmt, None, slots=64)
@@ -185,6 +207,8 @@ def main() -> None:
     args.add_argument("--seconds", type=float, default=5, help="how long each measurement keeps sending")
     args.add_argument("--rate", type=float, default=0, help="tokens per second per stream (0: unlimited)")
     args.add_argument("--apis", default="chat,responses")
+    args.add_argument("--processes", type=int, default=1, help="Maya processes side by side, each on its own port; "
+                      "the streams are shared out among them (what several workers would give)")
     args.add_argument("--maya-src", type=Path, help="run Maya from this directory's maya_server package "
                       "(e.g. `git archive HEAD maya_server | tar -x -C DIR`), not the installed one")
     opts = args.parse_args()
@@ -201,7 +225,8 @@ def main() -> None:
     rate = "unlimited" if not opts.rate else f"{opts.rate:g} tok/s per stream"
     if opts.maya_src:
         print(f"Maya from {opts.maya_src / 'maya_server'}")
-    print(f"{os.cpu_count()} CPUs (shared by Maya, the replay and the client), {opts.tokens} tokens per request, "
+    print(f"{os.cpu_count()} CPUs (shared by Maya, the replay and the client), {opts.processes} Maya process(es), "
+          f"{opts.tokens} tokens per request, "
           f"{opts.seconds:g} s per measurement, replay rate {rate}, "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     print(HEADER, flush=True)
