@@ -38,6 +38,10 @@ class TagScanner:
         longer tag wins.
         """
         tags = tuple(tags)
+        _, firsts = _tag_shape(tags)
+        if not any(first in self._buffer for first in firsts):  # most tokens: no tag can even begin here
+            text, self._buffer = self._buffer, ""
+            return text, None
         found = self._earliest(tags)
         if found is not None:
             pos, tag = found
