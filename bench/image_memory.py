@@ -55,7 +55,9 @@ import httpx
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+for _path in (Path(__file__).resolve().parent, Path(__file__).resolve().parent.parent):  # bench/ and the root
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 from maya_process import start_maya  # noqa: E402
 

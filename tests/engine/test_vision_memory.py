@@ -13,17 +13,14 @@ answering throughout, and SIGTERM still ends the process cleanly.
 from __future__ import annotations
 
 import base64
-import io
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
-import numpy as np
 import pytest
-from PIL import Image
 
+from bench.image_memory import ImageServer, chat, noisy_jpeg, solid_png, status_kib
 from maya_server.config import ServerConfig
 from maya_server.engine.test_mmproj import write_test_mmproj
 
@@ -35,55 +32,10 @@ MARGIN = 160 * 1024 * 1024
 """What the rest of the process may add at its peak besides the image pool: bodies, scaled PNGs, buffers."""
 
 
-def solid_png() -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (7680, 4320), (10, 200, 30)).save(out, format="PNG")
-    return out.getvalue()
-
-
-def noisy_jpeg() -> bytes:
-    coarse = np.random.default_rng(3).integers(0, 256, (1080, 1920, 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(coarse).resize((7680, 4320)).save(out, format="JPEG", quality=80)
-    assert out.tell() <= ServerConfig.image_max_bytes
-    return out.getvalue()
-
-
-def serve(files: dict[str, bytes]) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_GET(self):
-            body = files[self.path]
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            try:
-                self.wfile.write(body)
-            except OSError:
-                pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd
-
-
-def kib(pid: int, field: str) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
-
-
-def chat(url: str, images: list[str]) -> int:
-    content = [{"type": "text", "text": "Describe."}] + [{"type": "image_url", "image_url": {"url": u}} for u in images]
-    body = {"model": "m", "max_tokens": 1, "temperature": 0, "messages": [{"role": "user", "content": content}]}
-    return httpx.post(url + "/v1/chat/completions", json=body, timeout=600).status_code
-
-
 def test_peak_rss_stays_bounded_under_the_worst_images_the_defaults_allow(tmp_path):
-    png, jpeg = solid_png(), noisy_jpeg()
-    httpd = serve({"/solid.png": png, "/noisy.jpg": jpeg})
-    files = f"http://127.0.0.1:{httpd.server_address[1]}"
+    png, jpeg = solid_png(), noisy_jpeg(ServerConfig.image_max_bytes)
+    server = ImageServer({"/solid.png": png, "/noisy.jpg": jpeg})
+    files = server.url
     png_url = "data:image/png;base64," + base64.b64encode(png).decode()
     mmproj = write_test_mmproj(tmp_path / "mmproj.gguf")
     process, url = start_cli("--mmproj", str(mmproj), "--slots", "1", "--ctx", "2048", "--image-allow-private",
@@ -97,7 +49,7 @@ def test_peak_rss_stays_bounded_under_the_worst_images_the_defaults_allow(tmp_pa
 
     try:
         assert chat(url, [f"{files}/solid.png"]) == 200  # warm-up: the image path's first use
-        idle = kib(process.pid, "VmRSS") * 1024
+        idle = status_kib(process.pid, "VmRSS") * 1024
         watcher = threading.Thread(target=watch)
         watcher.start()
         assert chat(url, [png_url]) == 200
@@ -107,7 +59,7 @@ def test_peak_rss_stays_bounded_under_the_worst_images_the_defaults_allow(tmp_pa
             statuses = list(pool.map(lambda images: chat(url, images), loads))
         stop.set()
         watcher.join()
-        peak = kib(process.pid, "VmHWM") * 1024
+        peak = status_kib(process.pid, "VmHWM") * 1024
         assert set(statuses) <= {200, 429} and 200 in statuses, statuses  # 429: the image pool was full
         print(f"peak RSS {(peak - idle) >> 20} MiB above idle; statuses {statuses}")
         assert peak - idle < ServerConfig.image_server_bytes + MARGIN, (peak - idle) >> 20
@@ -119,4 +71,4 @@ def test_peak_rss_stays_bounded_under_the_worst_images_the_defaults_allow(tmp_pa
         if process.poll() is None:
             process.kill()
             process.wait()
-        httpd.shutdown()
+        server.httpd.shutdown()
