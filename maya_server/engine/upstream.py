@@ -22,7 +22,7 @@ gone, `generation.cancel()`) closes the HTTP request, which makes the upstream
 drop the sequence. The stream itself is read by `event_stream.py` (a lean
 HTTP/1.1 reader, which maps every lower-layer failure to an `UpstreamError`);
 the tokens of one read go down the pipeline as one piece (`together`), and
-while tokens flow faster than one per `batch_interval` and other streams run,
+while tokens flow (two or more per `batch_interval`) and other streams run,
 the next read waits `batch_interval` so that more gather: one read, one pass
 and one write to the client for several tokens at GPU rates (a slower stream
 is read at once: waiting would gather nothing). The key only ever travels in the Authorization header.
@@ -104,8 +104,8 @@ class UpstreamEngine(Engine):
         self._endpoint = Endpoint(self.url, uds, connect_timeout=connect_timeout, read_timeout=read_timeout)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.batch_interval = 0.0
-        """Seconds the next read of a stream waits while its tokens flow (a read brought several, or came sooner
-        than this after the last) and other streams run too, so the tokens in between arrive together (a lone
+        """Seconds the next read of a stream waits while its tokens flow (a read brought several, or came within
+        half of this after the last) and other streams run too, so the tokens in between arrive together (a lone
         stream is read at once: there is nothing to share the process with)."""
         self._streaming = 0
         self.accepts_images = info.kind == "llama-server" and info.vision
@@ -222,7 +222,8 @@ class UpstreamEngine(Engine):
                     break
                 if tokens and self.batch_interval and self._streaming > 1:
                     now = clock()
-                    flowing = len(tokens) > 1 or now - previous_read < self.batch_interval
+                    # a wait gathers several tokens only if they come at least two a wait apart
+                    flowing = len(tokens) > 1 or now - previous_read < self.batch_interval / 2
                     previous_read = now
                     if flowing:  # the next tokens pile up meanwhile: one read, one pass for all of them
                         await answer.gather(self.batch_interval)

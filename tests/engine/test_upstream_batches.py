@@ -84,7 +84,8 @@ def test_a_lone_stream_is_read_at_once(tokenizer):
 
 
 def test_a_stream_slower_than_the_wait_is_read_at_once(tokenizer, monkeypatch):
-    """Tokens 60 ms apart with a 20 ms wait: waiting would gather nothing, so no read waits; 5 ms apart, reads do."""
+    """Tokens 60 ms apart with a 20 ms wait: waiting would gather nothing, so reads do not wait (a stall of the
+    machine may still put two tokens in one read now and then); 5 ms apart, they do."""
     from maya_server.engine.event_stream import EventStream
     waits: list[float] = []
     real_gather = EventStream.gather
@@ -94,8 +95,9 @@ def test_a_stream_slower_than_the_wait_is_read_at_once(tokenizer, monkeypatch):
         await real_gather(self, seconds)
 
     monkeypatch.setattr(EventStream, "gather", counted)
-    ids = tokenizer.encode(TEXT, special=False)[:8]
+    ids = tokenizer.encode(TEXT, special=False)[:12]
     asyncio.run(relay(events(ids), 0.06, 0.02, tokenizer, streams=2))
-    assert waits == []
+    slow, waits[:] = len(waits), []
     asyncio.run(relay(events(ids), 0.005, 0.02, tokenizer, streams=2))
-    assert waits and set(waits) == {0.02}
+    assert len(waits) >= 4 and set(waits) == {0.02}
+    assert slow < len(waits) / 2, (slow, len(waits))
