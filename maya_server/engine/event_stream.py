@@ -345,6 +345,10 @@ class _Body:
         return self._dechunk(raw)
 
     def _dechunk(self, raw: bytes) -> bytes:
+        if not self._pending and not self._in_chunk and not self._after_chunk:
+            whole = _one_whole_chunk(raw)  # what a streaming server sends for each event
+            if whole is not None:
+                return whole
         out = []
         data = self._pending + raw if self._pending else raw
         self._pending = b""
@@ -380,6 +384,18 @@ class _Body:
         return b"".join(out)
 
 
+def _one_whole_chunk(raw: bytes) -> bytes | None:
+    """The data of `raw` when it is exactly one non-empty chunk (size line, data, CRLF), else None."""
+    end = raw.find(b"\r\n")
+    if end <= 0 or end > 8 or not raw.endswith(b"\r\n"):
+        return None
+    try:
+        size = int(raw[:end], 16)
+    except ValueError:
+        return None
+    return raw[end + 2:-2] if size and len(raw) == end + 4 + size else None
+
+
 class SseLines:
     """Server-sent event lines → `(field, value)` pairs for `data` and `error` fields.
 
@@ -391,6 +407,9 @@ class SseLines:
         self._partial = b""
 
     def feed(self, piece: bytes) -> list[tuple[bytes, bytes]]:
+        if not self._partial and piece.startswith(b"data:") and piece.endswith(b"\n\n") \
+                and piece.count(b"\n") == 2 and b"\r" not in piece:  # one whole event, as most reads bring
+            return [(DATA, piece[5:-2].lstrip())]
         text = self._partial + piece if self._partial else piece
         if b"\r" in text:
             text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
