@@ -134,6 +134,9 @@ def parse_native_event(data: bytes | str) -> UpstreamChunk | None:
     tokens = payload.get("tokens")
     final = payload.get("stop") is True
     text = payload.get("content")
+    if not final and "prompt_progress" not in payload:  # a token event, nearly every event of a stream
+        ids = tuple(tokens) if type(tokens) is list and all(type(t) is int for t in tokens) else None
+        return UpstreamChunk(text if type(text) is str else "", ids)
     return UpstreamChunk(
         text=text if isinstance(text, str) else "",
         token_ids=tuple(tokens) if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens) else None,
