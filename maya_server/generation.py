@@ -202,8 +202,10 @@ class GenerationService:
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                     awaiting_first = False
                 events = state.parser.feed(state.stops.feed(token.text))
-                if any(isinstance(e, ReasoningDelta) for e in events):
-                    state.reasoning_tokens += 1
+                for event in events:
+                    if isinstance(event, ReasoningDelta):
+                        state.reasoning_tokens += 1
+                        break
                 for event in events:
                     failure = state.policy.check(event)
                     if failure is not None:
