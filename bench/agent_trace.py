@@ -227,7 +227,7 @@ def llama_server_alone(model: str, slots: int, ctx: int, threads: int, cache_ram
 
 
 def describe(name: str, result: TraceResult, baseline: TraceResult | None) -> str:
-    line = (f"{name:34s} cached ratio {result.cached_ratio:.3f}  re-evaluated {result.reprocessed:5.0f} tok"
+    line = (f"{name:38s} cached ratio {result.cached_ratio:.3f}  re-evaluated {result.reprocessed:5.0f} tok"
             f"  TTFT {result.median_ttft * 1000:8.0f} ms  wall {result.wall:6.1f} s")
     if baseline is not None:
         line += f"  TTFT ratio {result.median_ttft / baseline.median_ttft:.3f}"

@@ -250,8 +250,9 @@ class UpstreamEngine(Engine):
             if answer is not None:
                 answer.close()
             self.health.record(outcome, failure)
-            if slot is not None:
-                self.slot_chooser.release(slot, None if generation.images else generation.prompt_ids + generated)
+            if slot is not None:  # a failed or refused request may have left the slot in any state: none claimed
+                known = outcome in ("ok", "cancelled") and not generation.images
+                self.slot_chooser.release(slot, generation.prompt_ids + generated if known else None)
 
     def _take_slot(self, generation: Generation) -> int | None:
         """The llama-server slot for this generation (`slot_choice.py`); None where the engine chooses."""
