@@ -107,7 +107,7 @@ class SlotChooser:
         return sum(len(slot.held) for slot in self._slots) // 4
 
     def held(self, index: int) -> list[int]:
-        """The ids recorded for slot `index` (for tests and /v1/status-style inspection)."""
+        """The ids recorded for slot `index` (what tests inspect)."""
         return array("i", self._slots[index].held).tolist()
 
     def __repr__(self) -> str:
