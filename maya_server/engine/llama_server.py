@@ -200,6 +200,9 @@ class LlamaServerProcess:
             "--api-key-file", str(self._dir / "key"),
             "--parallel", str(o.slots), "--ctx-size", str(o.slots * o.ctx), "--no-kv-unified",
             "--cache-ram", str(o.cache_ram_mib), "--no-webui", "--metrics", "--log-colors", "off",
+            # Maya chooses each request's slot (`id_slot`, slot_choice.py); at 1 no slot ever counts as similar
+            # enough to keep as it is, so llama-server restores a better state from its RAM cache first
+            "--slot-prompt-similarity", "1",
         ]
         if o.threads:
             argv += ["--threads", str(o.threads)]

@@ -45,6 +45,7 @@ from ..hf_tokenizer import HfTokenizer
 from ..tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
 from .event_stream import ERROR, Endpoint
+from .slot_choice import SlotChooser, SlotChooserCollector
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
 from .upstream_stream import TokenStream
@@ -108,6 +109,8 @@ class UpstreamEngine(Engine):
         half of this after the last) and other streams run too, so the tokens in between arrive together (a lone
         stream is read at once: there is nothing to share the process with)."""
         self._streaming = 0
+        self.slot_chooser = SlotChooser(slots, context_size) if info.kind == "llama-server" else None
+        """llama-server takes `id_slot`: each request goes to the free slot that shares most of its prompt."""
         self.accepts_images = info.kind == "llama-server" and info.vision
         self.images_refusal = (
             "the upstream llama-server was started without a multimodal projector; start it with --mmproj FILE"
@@ -166,7 +169,10 @@ class UpstreamEngine(Engine):
         return {**super().describe(), "upstream": upstream}
 
     def metric_collectors(self) -> list:
-        return [UpstreamCollector(self.health, self.slots)]
+        collectors: list = [UpstreamCollector(self.health, self.slots)]
+        if self.slot_chooser is not None:
+            collectors.append(SlotChooserCollector(self.slot_chooser))
+        return collectors
 
     async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
         yield Counts(prompt_tokens=len(generation.prompt_ids) + len(generation.images) * self.image_tokens)
@@ -179,11 +185,13 @@ class UpstreamEngine(Engine):
                              text_mends_ids=self.info.kind == "llama-server")
         report_progress = generation.report_progress and self.reports_prompt_progress
         native = self.info.kind == "llama-server"  # its own endpoint: no `[DONE]`, its final chunk ends the stream
+        slot = self._take_slot(generation)
+        generated: list[int] = []
         if native:
             path, parse = NATIVE_PATH, parse_native_event
             # images are base64 in the body (tens of MB at most): encoded off the event loop
-            body = await asyncio.to_thread(self._native_body, generation, report_progress) if generation.images \
-                else self._native_body(generation, report_progress)
+            body = await asyncio.to_thread(self._native_body, generation, report_progress, slot) if generation.images \
+                else self._native_body(generation, report_progress, slot)
         else:
             path, parse = "/v1/completions", parse_event
             body = orjson.dumps(completion_request(self.info.kind, self.info.model, generation.prompt_ids,
@@ -212,6 +220,8 @@ class UpstreamEngine(Engine):
                         yield chunk.prompt_progress
                         continue
                     tokens += stream.feed(chunk)
+                    if slot is not None and chunk.token_ids:
+                        generated += chunk.token_ids
                     if stream.ended_by_us or generation.cancelled or (native and chunk.finish_reason is not None):
                         finished = True
                         break
@@ -249,12 +259,22 @@ class UpstreamEngine(Engine):
             if answer is not None:
                 answer.close()
             self.health.record(outcome, failure)
+            if slot is not None:  # a failed or refused request may have left the slot in any state: none claimed
+                known = outcome in ("ok", "cancelled") and not generation.images
+                self.slot_chooser.release(slot, generation.prompt_ids + generated if known else None)
 
-    def _native_body(self, generation: Generation, report_progress: bool) -> bytes:
+    def _take_slot(self, generation: Generation) -> int | None:
+        """The llama-server slot for this generation (`slot_choice.py`); None where the engine chooses."""
+        if self.slot_chooser is None:
+            return None
+        return self.slot_chooser.take(None if generation.images else generation.prompt_ids)
+
+    def _native_body(self, generation: Generation, report_progress: bool, slot: int | None) -> bytes:
         prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
                                     generation.image_positions, self.info.media_marker or "")
                   if generation.images else generation.prompt_ids)
-        return orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress))
+        return orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress,
+                                                      slot=slot))
 
 
 def together(tokens: list[GeneratedToken]) -> GeneratedToken:

@@ -100,10 +100,14 @@ projector loaded its OpenAI `/v1/completions` takes only a string prompt)."""
 
 
 def native_completion_request(prompt: list[int] | dict, params: SamplingParams, *,
-                              report_progress: bool = False) -> dict[str, Any]:
-    """The streaming `/completion` body for llama-server: OpenAI's sampling, the generated ids in `tokens`."""
-    return {"prompt": prompt, "n_predict": params.max_tokens, **_sampling(params),
+                              report_progress: bool = False, slot: int | None = None) -> dict[str, Any]:
+    """The streaming `/completion` body for llama-server: OpenAI's sampling, the generated ids in `tokens`, and
+    the slot Maya chose (`id_slot`, see `slot_choice.py`; absent: llama-server chooses)."""
+    body = {"prompt": prompt, "n_predict": params.max_tokens, **_sampling(params),
             **_llama_server_options(report_progress), "return_tokens": True, "stream": True}
+    if slot is not None:
+        body["id_slot"] = slot
+    return body
 
 
 def _sampling(params: SamplingParams) -> dict[str, Any]:
