@@ -1,0 +1,106 @@
+"""Which replica takes a request: prefix affinity weighed against load, or plain round-robin.
+
+Affinity (`replica_routing: affinity`, the default): the replica holding the
+longest prefix of the prompt (`PrefixTable.matches`) takes it, so a
+conversation's next turn lands where its KV is and only the new turn is
+prefilled. Two things override that:
+
+- A tie (no replica holds anything, or several hold the same prefix, as every
+  replica holds shared instructions once it has served them) goes to the least
+  loaded replica (Maya's own streams on it per slot, then the fewest requests
+  so far): new conversations spread.
+- A holder that is a whole replica's worth busier than the least loaded one
+  (its streams exceed theirs by its own slot count) gives the request to that
+  one. Without this, the first replica to see a popular system prompt would
+  win every new conversation that starts with it; with it, the holder keeps
+  its conversations through ordinary bursts (a short wait for its slot costs
+  less than prefilling the conversation again elsewhere), and only a real pile
+  moves on.
+
+Round-robin (`round-robin`) ignores prefixes: each request goes to the next
+replica in turn, as a plain load balancer would. It is there to measure what
+affinity is worth (bench/replica_affinity.py), and for engines whose prefix
+cache does not matter.
+
+Replicas that are out (failed, not yet back) are passed over; when all are
+out, all are candidates, so a request still finds an engine that came back
+before its probe noticed. Pure logic, no I/O: `route` is given every fact.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Sequence
+
+
+class Reason(enum.Enum):
+    """Why a replica was chosen (the `reason` label of `maya:replica_routes_total`)."""
+
+    AFFINITY = "affinity"
+    """It held the longest prefix of the prompt."""
+    LEAST_LOADED = "least_loaded"
+    """No replica held more of the prompt than the others: the least loaded took it."""
+    OVERFLOW = "overflow"
+    """The prefix's holder was a replica's worth busier than the least loaded, which took it instead."""
+    ROUND_ROBIN = "round_robin"
+    RETRY = "retry"
+    """Another replica failed this request before anything was sent to the client."""
+
+
+@dataclass(frozen=True)
+class ReplicaLoad:
+    up: bool
+    in_flight: int
+    """Maya's streams on the replica now."""
+    slots: int
+    routed: int = 0
+    """Requests sent to it so far: among equally loaded replicas the one that had fewest takes the next, so
+    sequential new conversations alternate rather than all landing on the first."""
+
+
+class ReplicaRouter:
+    def __init__(self, mode: str) -> None:
+        if mode not in ("affinity", "round-robin"):
+            raise ValueError(f"unknown replica routing {mode!r}")
+        self.mode = mode
+        self._next = 0
+
+    def route(self, loads: Sequence[ReplicaLoad], depths: Sequence[int], exclude: frozenset[int] = frozenset()
+              ) -> tuple[int, Reason] | None:
+        """The replica for a prompt of which replica `i` holds `depths[i]` leading blocks, and why; None when
+        every replica is in `exclude` (already tried for this request)."""
+        candidates = [i for i, load in enumerate(loads) if load.up and i not in exclude]
+        if not candidates:
+            candidates = [i for i in range(len(loads)) if i not in exclude]
+        if not candidates:
+            return None
+        if exclude:
+            return self._least_loaded(loads, candidates), Reason.RETRY
+        if self.mode == "round-robin":
+            return self._round_robin(candidates), Reason.ROUND_ROBIN
+        return self._affine(loads, depths, candidates)
+
+    def _affine(self, loads: Sequence[ReplicaLoad], depths: Sequence[int], candidates: list[int]
+                ) -> tuple[int, Reason]:
+        deepest = max(depths[i] for i in candidates)
+        holders = [i for i in candidates if depths[i] == deepest]
+        least = self._least_loaded(loads, candidates)
+        if deepest == 0 or len(holders) == len(candidates):
+            return least, Reason.LEAST_LOADED
+        holder = self._least_loaded(loads, holders)
+        if loads[holder].in_flight - loads[least].in_flight >= loads[holder].slots:
+            return least, Reason.OVERFLOW
+        return holder, Reason.AFFINITY
+
+    @staticmethod
+    def _least_loaded(loads: Sequence[ReplicaLoad], candidates: list[int]) -> int:
+        return min(candidates, key=lambda i: (loads[i].in_flight / loads[i].slots, loads[i].routed, i))
+
+    def _round_robin(self, candidates: list[int]) -> int:
+        index = next((i for i in candidates if i >= self._next), candidates[0])
+        self._next = index + 1
+        return index
+
+    def __repr__(self) -> str:
+        return f"ReplicaRouter({self.mode})"
