@@ -1,21 +1,18 @@
 """Which replica takes a request: prefix affinity weighed against load, or plain round-robin.
 
-Affinity (`replica_routing: affinity`, the default): the replica holding the
-longest prefix of the prompt (`PrefixTable.matches`) takes it, so a
-conversation's next turn lands where its KV is and only the new turn is
-prefilled. Two things override that:
+Affinity (`replica_routing: affinity`, the default): a prompt that extends one
+sent before (`PrefixTable.matches`: a conversation's next turn) goes to the
+replica that was sent the longest such prompt, so it lands where its KV is and
+only the new turn is prefilled. A prompt that extends none (a new
+conversation, even one sharing instructions with others) goes to the least
+loaded replica (Maya's own streams on it per slot, then the fewest requests so
+far, so that sequential new conversations alternate).
 
-- A tie (no replica holds anything, or several hold the same prefix, as every
-  replica holds shared instructions once it has served them) goes to the least
-  loaded replica (Maya's own streams on it per slot, then the fewest requests
-  so far): new conversations spread.
-- A holder that is a whole replica's worth busier than the least loaded one
-  (its streams exceed theirs by its own slot count) gives the request to that
-  one. Without this, the first replica to see a popular system prompt would
-  win every new conversation that starts with it; with it, the holder keeps
-  its conversations through ordinary bursts (a short wait for its slot costs
-  less than prefilling the conversation again elsewhere), and only a real pile
-  moves on.
+A holder that is a whole replica's worth busier than the least loaded one (its
+streams exceed theirs by its own slot count) gives the request to that one
+(`overflow`): the holder keeps its conversations through ordinary bursts (a
+short wait for its slot costs less than prefilling the conversation again
+elsewhere), and only a real pile moves on.
 
 Round-robin (`round-robin`) ignores prefixes: each request goes to the next
 replica in turn, as a plain load balancer would. It is there to measure what
@@ -38,9 +35,9 @@ class Reason(enum.Enum):
     """Why a replica was chosen (the `reason` label of `maya:replica_routes_total`)."""
 
     AFFINITY = "affinity"
-    """It held the longest prefix of the prompt."""
+    """It was sent the longest earlier prompt this one extends (the conversation's previous turn)."""
     LEAST_LOADED = "least_loaded"
-    """No replica held more of the prompt than the others: the least loaded took it."""
+    """The prompt extends none sent before (a new conversation): the least loaded took it."""
     OVERFLOW = "overflow"
     """The prefix's holder was a replica's worth busier than the least loaded, which took it instead."""
     ROUND_ROBIN = "round_robin"
@@ -68,8 +65,8 @@ class ReplicaRouter:
 
     def route(self, loads: Sequence[ReplicaLoad], depths: Sequence[int], exclude: frozenset[int] = frozenset()
               ) -> tuple[int, Reason] | None:
-        """The replica for a prompt of which replica `i` holds `depths[i]` leading blocks, and why; None when
-        every replica is in `exclude` (already tried for this request)."""
+        """The replica for a prompt that extends an earlier prompt of `depths[i]` blocks sent to replica `i`, and
+        why; None when every replica is in `exclude` (already tried for this request)."""
         candidates = [i for i, load in enumerate(loads) if load.up and i not in exclude]
         if not candidates:
             candidates = [i for i in range(len(loads)) if i not in exclude]
@@ -83,12 +80,11 @@ class ReplicaRouter:
 
     def _affine(self, loads: Sequence[ReplicaLoad], depths: Sequence[int], candidates: list[int]
                 ) -> tuple[int, Reason]:
-        deepest = max(depths[i] for i in candidates)
-        holders = [i for i in candidates if depths[i] == deepest]
         least = self._least_loaded(loads, candidates)
-        if deepest == 0 or len(holders) == len(candidates):
+        deepest = max(depths[i] for i in candidates)
+        if deepest == 0:
             return least, Reason.LEAST_LOADED
-        holder = self._least_loaded(loads, holders)
+        holder = self._least_loaded(loads, [i for i in candidates if depths[i] == deepest])
         if loads[holder].in_flight - loads[least].in_flight >= loads[holder].slots:
             return least, Reason.OVERFLOW
         return holder, Reason.AFFINITY

@@ -1,4 +1,4 @@
-"""The affinity table: chained prefix-block keys, per-replica match depths, its bound and what it forgets."""
+"""The affinity table: chained prefix-block keys, which earlier prompt a new one extends, its bound, forgetting."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ INSTRUCTIONS = list(range(1000, 1000 + 4 * BLOCK_TOKENS))
 
 
 def conversation(seed: int, turns: int) -> list[int]:
+    """Shared instructions, then `turns` blocks of this conversation's own."""
     return INSTRUCTIONS + [seed * 100 + t for t in range(turns * BLOCK_TOKENS)]
 
 
@@ -19,23 +20,33 @@ def test_keys_chain_so_a_block_stands_for_its_whole_prefix():
     assert block_keys(list(range(40))) == block_keys(list(range(40)))
 
 
-def test_a_continuation_matches_the_replica_that_was_sent_its_history():
+def test_a_continuation_matches_the_replica_that_was_sent_its_previous_prompt():
     table = PrefixTable(1000)
     table.sent(block_keys(conversation(1, 2)), 0)
     table.sent(block_keys(conversation(2, 2)), 1)
-    assert table.matches(block_keys(conversation(1, 3)), 2) == [6, 4]  # both hold the instructions, 0 the history
-    assert table.matches(block_keys(conversation(2, 3)), 2) == [4, 6]
-    assert table.matches(block_keys(conversation(3, 1)), 2) == [4, 4]  # a new conversation: a tie
+    assert table.matches(block_keys(conversation(1, 3)), 2) == [6, 0]
+    assert table.matches(block_keys(conversation(2, 3)), 2) == [0, 6]
+    assert table.matches(block_keys(conversation(1, 2)), 2) == [6, 0]  # the same prompt again (a retried turn)
+
+
+def test_a_new_conversation_sharing_only_instructions_matches_nowhere():
+    table = PrefixTable(1000)
+    table.sent(block_keys(conversation(1, 2)), 0)
+    assert table.matches(block_keys(conversation(3, 1)), 2) == [0, 0]
     assert table.matches(block_keys(list(range(5, 200))), 2) == [0, 0]
-    assert (table.lookups, table.hits) == (4, 3)
+    table.sent(block_keys(conversation(1, 3)), 0)
+    assert table.matches(block_keys(conversation(1, 4)), 2) == [7, 0]  # the longest earlier prompt counts
+    assert (table.lookups, table.hits) == (3, 1)
 
 
 def test_the_bound_holds_and_trims_prefixes_from_their_deep_end():
     table = PrefixTable(8)
-    table.sent(block_keys(conversation(1, 4)), 0)   # 8 blocks
-    table.sent(block_keys(conversation(2, 2)), 1)   # 2 new blocks: two of conversation 1's go
+    table.sent(block_keys(conversation(1, 2)), 0)   # 6 blocks, its tip at 6
+    table.sent(block_keys(conversation(1, 4)), 0)   # 2 more: 8, its tip at 8
+    table.sent(block_keys(conversation(2, 2)), 1)   # 2 new blocks: conversation 1's two deepest go
     assert len(table) == 8 and table.evictions == 2
-    assert table.matches(block_keys(conversation(1, 4)), 2) == [6, 4]  # its shallow blocks stayed
+    assert table.matches(block_keys(conversation(1, 5)), 2) == [6, 0]  # back to the earlier tip, still there
+    assert table.matches(block_keys(conversation(2, 3)), 2) == [0, 6]
 
 
 def test_a_forgotten_replica_holds_nothing_and_others_keep_theirs():
@@ -43,5 +54,6 @@ def test_a_forgotten_replica_holds_nothing_and_others_keep_theirs():
     table.sent(block_keys(conversation(1, 2)), 0)
     table.sent(block_keys(conversation(2, 2)), 1)
     table.forget(0)
-    assert table.matches(block_keys(conversation(1, 2)), 2) == [0, 4]
+    assert table.matches(block_keys(conversation(1, 3)), 2) == [0, 0]
+    assert table.matches(block_keys(conversation(2, 3)), 2) == [0, 6]
     assert len(table) == 6  # conversation 1's own blocks went; the shared ones stay for replica 1

@@ -27,8 +27,9 @@ def test_a_holder_a_whole_replica_busier_gives_way():
 
 def test_new_conversations_spread_over_equally_loaded_replicas():
     router = ReplicaRouter("affinity")
-    assert router.route(loads(0, 0), [4, 4]) == (0, Reason.LEAST_LOADED)
-    assert router.route(loads(1, 0), [4, 4]) == (1, Reason.LEAST_LOADED)
+    assert router.route(loads(0, 0), [0, 0]) == (0, Reason.LEAST_LOADED)
+    assert router.route(loads(1, 0), [0, 0]) == (1, Reason.LEAST_LOADED)
+    assert router.route(loads(1, 1), [4, 4]) == (0, Reason.AFFINITY)  # a turn sent to both: either holds it
     assert router.route(loads(0, 0, routed=[5, 3]), [0, 0]) == (1, Reason.LEAST_LOADED)  # fewest so far
 
 
