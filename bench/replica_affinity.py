@@ -7,15 +7,16 @@ one turn after another with a seeded pause of up to 1.5 s before each (the agent
 tool running), sending its whole history every turn (Chat Completions,
 streamed, `include_usage`). Two plain llama-server processes of the shipped model
 (SmolLM2-135M, 2 slots of 2048 tokens each, one thread each: this machine has two
-cores) are the replicas; Maya runs in its own process with both `--upstream-url`s,
-once with `--replica-routing affinity` and once with `round-robin`, the replicas
+cores; slots chosen least recently used, see `LRU_SLOTS`) are the replicas; Maya
+runs in its own process with both `--upstream-url`s, once with
+`--replica-routing affinity` and once with `round-robin`, the replicas
 restarted in between so that neither run finds the other's cache. Each run prints
 the share of continuation prompts (turns 2..TURNS) served from the engine's cache
 (`cached_tokens / prompt_tokens`, summed) and the continuation TTFT (median and p90,
 client-side, from sending to the first text delta: Maya's queue included), and
 first turns' TTFT beside them; then affinity's figures over round-robin's.
 
-    .venv/bin/python bench/replica_affinity.py [--sessions 8] [--turns 4] [--instructions-tokens 1200]
+    .venv/bin/python bench/replica_affinity.py [--sessions 8] [--turns 4] [--instructions-tokens 1200] [--lcp-slots]
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ from tests.llama_server import LlamaServer  # noqa: E402
 
 SLOTS_PER_REPLICA, CTX_PER_SLOT = 2, 2048
 ANSWER_TOKENS = 24
+LRU_SLOTS = ("--slot-prompt-similarity", "0")
+"""llama-server's own slot choice, by default, puts a prompt in the slot sharing the longest prefix with it,
+and with shared instructions that is one slot for every session: each overwrites the last, whose state its
+RAM prompt cache then does not keep, so no conversation finds more than the instructions cached, however
+it is routed (`--lcp-slots` shows it). With the similarity off, slots are taken least recently used first
+and the RAM prompt cache keeps and restores each conversation: what a replica holds is then what it was
+sent, which is what routing decides. Both routings run with the same replica flags."""
 TOOL_TIME_S = (0.0, 1.5)
 """An agent's pause before each turn (its tool running), seeded per session: turns of different sessions then
 arrive in no fixed order, as they do from real agents (in lockstep, round-robin would send session i to replica
@@ -86,8 +94,9 @@ def run_session(url: str, instructions: str, session: int, turns: int, results: 
 
 
 def run_trace(routing: str, model: str, tokenizer_dir: str, instructions: str, opts, log_dir: Path) -> list[Turn]:
+    flags = () if opts.lcp_slots else LRU_SLOTS
     replicas = [LlamaServer(model, ctx=SLOTS_PER_REPLICA * CTX_PER_SLOT, parallel=SLOTS_PER_REPLICA, threads=1,
-                            log_path=log_dir / f"{routing}-{i}.log") for i in range(2)]
+                            log_path=log_dir / f"{routing}-{i}.log", extra_args=flags) for i in range(2)]
     try:
         urls = [arg for r in replicas for arg in ("--upstream-url", r.url)]
         process, url = start_maya("--engine", "upstream", *urls, "--tokenizer", tokenizer_dir, "--family", "chatml",
@@ -126,6 +135,8 @@ def main() -> None:
     args.add_argument("--sessions", type=int, default=8)
     args.add_argument("--turns", type=int, default=4)
     args.add_argument("--instructions-tokens", type=int, default=1200)
+    args.add_argument("--lcp-slots", action="store_true",
+                      help="leave llama-server's slot choice by prompt similarity on (its default; see LRU_SLOTS)")
     opts = args.parse_args()
     model = default_model_path()
     tokenizer = smollm2_tokenizer(model)
@@ -134,12 +145,13 @@ def main() -> None:
         tokenizer_dir = str(write_model_dir(model, Path(scratch) / "smollm2"))
         figures = {routing: summary(run_trace(routing, model, tokenizer_dir, instructions, opts, Path(scratch)))
                    for routing in ("affinity", "round-robin")}
-    print(f"2 llama-server replicas x {SLOTS_PER_REPLICA} slots, {opts.sessions} sessions x {opts.turns} turns, "
+    print(f"2 llama-server replicas x {SLOTS_PER_REPLICA} slots ({'LCP' if opts.lcp_slots else 'LRU'} slot choice), "
+          f"{opts.sessions} sessions x {opts.turns} turns, "
           f"~{opts.instructions_tokens}-token shared instructions, {ANSWER_TOKENS}-token answers "
           f"(continuation prompt median {figures['affinity']['prompt']:.0f} tokens)")
     for routing, f in figures.items():
-        print(f"{routing:12s} continuation cached {f['cached']:.3f}   continuation TTFT median {f['ttft'] * 1000:7.0f} ms"
-              f"  p90 {f['p90'] * 1000:7.0f} ms   first-turn TTFT median {f['first'] * 1000:7.0f} ms")
+        print(f"{routing:12s} continuation cached {f['cached']:.3f}   "
+              f"continuation TTFT median {f['ttft'] * 1000:7.0f} ms  p90 {f['p90'] * 1000:7.0f} ms   first-turn TTFT median {f['first'] * 1000:7.0f} ms")
     a, r = figures["affinity"], figures["round-robin"]
     print(f"affinity / round-robin: cached ratio {a['cached'] / r['cached']:.2f}x, "
           f"continuation TTFT {a['ttft'] / r['ttft']:.2f}x (median), {a['p90'] / r['p90']:.2f}x (p90)")

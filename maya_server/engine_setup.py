@@ -66,9 +66,9 @@ def upstream_options(config: ServerConfig, url: str | None = None) -> UpstreamOp
     from .engine.upstream import UpstreamOptions
 
     return UpstreamOptions(
-        url=url or config.upstream_url[0], tokenizer_dir=config.tokenizer, key=config.upstream_key, model=config.upstream_model,
-        slots=config.upstream_slots, context_size=config.ctx, connect_timeout=config.upstream_connect_timeout,
-        read_timeout=config.upstream_read_timeout,
+        url=url or config.upstream_url[0], tokenizer_dir=config.tokenizer, key=config.upstream_key,
+        model=config.upstream_model, slots=config.upstream_slots, context_size=config.ctx,
+        connect_timeout=config.upstream_connect_timeout, read_timeout=config.upstream_read_timeout,
     )
 
 

@@ -22,7 +22,10 @@ fail with 503 `upstream_unavailable` while none answers).
 Start-up meets every replica (all must answer) and refuses, with a
 `ConfigError` naming `upstream_url`, replicas that serve different models:
 Maya renders one prompt with one tokenizer for all of them. `--upstream-slots`
-is per replica; the set's slots (Maya's queue) are their sum.
+is per replica; the set's slots (Maya's queue) are their sum, and stay so while
+a replica is out (the others' engines queue the excess). The relay's batching
+(`--relay-batch-ms`) is each replica's own: it waits when other streams run on
+the same replica.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ def test_a_repeated_flag_names_each_replica_in_order(tokenizer_dir):
     config = _load(["--tokenizer", tokenizer_dir, "--upstream-url", "http://gpu1:8000/",
                     "--upstream-url", "http://gpu2:8000,http://gpu3:8000"])
     assert config.upstream_url == ("http://gpu1:8000", "http://gpu2:8000", "http://gpu3:8000")
-    assert (config.replica_routing, config.replica_affinity_entries, config.replica_probe_s) == ("affinity", 131072, 5.0)
+    settings = (config.replica_routing, config.replica_affinity_entries, config.replica_probe_s)
+    assert settings == ("affinity", 131072, 5.0)
 
 
 def test_the_variable_takes_commas_and_the_file_a_list(tokenizer_dir, tmp_path):
