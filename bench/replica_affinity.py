@@ -135,6 +135,7 @@ def main() -> None:
     args.add_argument("--sessions", type=int, default=8)
     args.add_argument("--turns", type=int, default=4)
     args.add_argument("--instructions-tokens", type=int, default=1200)
+    args.add_argument("--log-dir", help="keep the replicas' llama-server logs here (ROUTING-N.log)")
     args.add_argument("--lcp-slots", action="store_true",
                       help="leave llama-server's slot choice by prompt similarity on (its default; see LRU_SLOTS)")
     opts = args.parse_args()
@@ -143,7 +144,9 @@ def main() -> None:
     instructions = notes(7, opts.instructions_tokens, lambda text: len(tokenizer.encode(text, special=False)))
     with tempfile.TemporaryDirectory() as scratch:
         tokenizer_dir = str(write_model_dir(model, Path(scratch) / "smollm2"))
-        figures = {routing: summary(run_trace(routing, model, tokenizer_dir, instructions, opts, Path(scratch)))
+        log_dir = Path(opts.log_dir or scratch)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        figures = {routing: summary(run_trace(routing, model, tokenizer_dir, instructions, opts, log_dir))
                    for routing in ("affinity", "round-robin")}
     print(f"2 llama-server replicas x {SLOTS_PER_REPLICA} slots ({'LCP' if opts.lcp_slots else 'LRU'} slot choice), "
           f"{opts.sessions} sessions x {opts.turns} turns, "

@@ -16,13 +16,14 @@ def loads(*in_flight: int, slots: int = 2, up=None, routed=None) -> list[Replica
 def test_the_holder_of_the_longest_prefix_takes_it_though_busier():
     router = ReplicaRouter("affinity")
     assert router.route(loads(1, 0), [9, 4]) == (0, Reason.AFFINITY)
-    assert router.route(loads(2, 1), [4, 9]) == (1, Reason.AFFINITY)
+    assert router.route(loads(0, 1), [4, 9]) == (1, Reason.AFFINITY)
+    assert router.route(loads(2, 2), [9, 0]) == (0, Reason.AFFINITY)  # every replica full: it waits where it is
 
 
-def test_a_holder_a_whole_replica_busier_gives_way():
+def test_a_full_holder_gives_way_to_a_replica_with_a_free_slot():
     router = ReplicaRouter("affinity")
-    assert router.route(loads(2, 0), [9, 4]) == (1, Reason.OVERFLOW)
-    assert router.route(loads(3, 1), [9, 4]) == (1, Reason.OVERFLOW)
+    assert router.route(loads(2, 1), [9, 4]) == (1, Reason.OVERFLOW)
+    assert router.route(loads(2, 0, 2), [9, 0, 0]) == (1, Reason.OVERFLOW)
 
 
 def test_new_conversations_spread_over_equally_loaded_replicas():
