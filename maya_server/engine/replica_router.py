@@ -15,11 +15,14 @@ what it lacks of the conversation (engines with a prompt cache keep shared
 instructions on every replica). Maya's queue holds no more streams than all
 replicas' slots together, so no replica ever queues work another could start.
 The conversation then continues there, where its latest prompt went.
-In one run of bench/replica_affinity.py a looser rule (overflow only once the
-holder was a whole replica's slots busier than the least loaded) kept 0.967 of
-continuation prompts cached against round-robin's 0.944, but its continuation
-TTFT was 1.24x round-robin's: turns queued on a full replica. With this rule:
-0.944 against 0.928, and 0.97x (median) and 0.79x (p90) round-robin's TTFT.
+When every slot is busy all the time (more sessions than slots), a turn is
+admitted when some slot frees, which is on its own replica only about half the
+time, so this rule then keeps little more cached than round-robin; a looser
+rule (overflow only once the holder was a whole replica's slots busier) kept
+more cached in one run of bench/replica_affinity.py (0.967 against 0.944) but
+queued turns on full replicas beside idle slots (continuation TTFT 1.24x
+round-robin's). Keeping both would take a queue that, when a replica's slot
+frees, admits first the oldest waiter that replica holds.
 
 Round-robin (`round-robin`) ignores prefixes: each request goes to the next
 replica in turn, as a plain load balancer would. It is there to measure what
