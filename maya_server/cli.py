@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Sequence
 
-from .config import ENGINES, FAMILIES, ServerConfig, build_config, load_config_file
+from .config import ENGINES, FAMILIES, REPLICA_ROUTINGS, ServerConfig, build_config, load_config_file
 from .errors import ConfigError, EngineStartError
 
 
@@ -77,12 +77,21 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     vis.add_argument("--image-allow-private", dest="image_allow_private", action="store_const", const=True, default=None,
                      help="allow image URLs on loopback/private/link-local addresses (default: refused)")
     up = p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)")
-    up.add_argument("--upstream-url", dest="upstream_url", metavar="URL", help="the engine's base URL, e.g. http://gpu1:8000")
+    up.add_argument("--upstream-url", dest="upstream_url", action="append", metavar="URL",
+                    help="the engine's base URL, e.g. http://gpu1:8000 (repeatable, or comma-separated: replicas of "
+                         "one model, each conversation kept on the replica that holds its prefix)")
     up.add_argument("--upstream-key", dest="upstream_key", metavar="KEY", help="bearer key the engine expects (prefer MAYA_UPSTREAM_KEY)")
     up.add_argument("--upstream-model", dest="upstream_model", metavar="NAME", help="model name to send (default: the engine's first model)")
     up.add_argument("--upstream-slots", dest="upstream_slots", metavar="N", help="sequences sent at once (default: the engine's slots, else 8)")
     up.add_argument("--upstream-connect-timeout", dest="upstream_connect_timeout", metavar="S", help="seconds to connect (default 5)")
     up.add_argument("--upstream-read-timeout", dest="upstream_read_timeout", metavar="S", help="seconds to wait for the next streamed token (default 600)")
+    up.add_argument("--replica-routing", dest="replica_routing", choices=REPLICA_ROUTINGS,
+                    help="several upstream URLs: affinity (a conversation stays where its prefix is cached; default) "
+                         "or round-robin")
+    up.add_argument("--replica-affinity-entries", dest="replica_affinity_entries", metavar="N",
+                    help="prefix blocks of 16 tokens the affinity table remembers (default 131072)")
+    up.add_argument("--replica-probe-s", dest="replica_probe_s", metavar="S",
+                    help="seconds between checks of a replica taken out after a failure (default 5)")
     up.add_argument("--relay-batch-ms", dest="relay_batch_ms", metavar="MS",
                     help="llamacpp and upstream engines: while tokens flow, wait this long before the next read so "
                          "tokens generated meanwhile are relayed together (default 20; 0: each at once)")

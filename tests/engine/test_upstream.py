@@ -87,7 +87,7 @@ def test_start_up_learns_slots_and_context_from_llama_server(maya):
     assert status["context_size"] == 2048            # its per-slot context (-c 4096 over 2 slots)
     upstream = status["engine"]["upstream"]
     assert upstream["kind"] == "llama-server"
-    assert upstream["url"] == maya.config.upstream_url
+    assert (upstream["url"],) == maya.config.upstream_url
     assert upstream["healthy"] is True and upstream["consecutive_failures"] == 0
     assert status["queue"]["slots"] == 2
     assert maya.engine.template_family == "chatml"   # SmolLM2's template, from llama-server's /props

@@ -30,7 +30,7 @@ def test_upstream_settings_from_flags_and_environment(tokenizer_dir):
          "--upstream-slots", "32", "--upstream-connect-timeout", "2.5"],
         {"MAYA_UPSTREAM_KEY": "sk-x", "MAYA_UPSTREAM_READ_TIMEOUT": "90", "MAYA_UPSTREAM_MODEL": "glm"},
     )
-    assert config.upstream_url == "http://gpu1:8000"
+    assert config.upstream_url == ("http://gpu1:8000",)  # one URL: one replica, the single upstream engine
     assert (config.upstream_slots, config.upstream_connect_timeout, config.upstream_read_timeout) == (32, 2.5, 90.0)
     assert (config.upstream_key, config.upstream_model) == ("sk-x", "glm")
     assert config.ctx is None  # the upstream's own context unless --ctx says otherwise

@@ -1,0 +1,201 @@
+"""Several replicas of one model behind one Maya, as one `Engine` (`--upstream-url` given more than once).
+
+A load balancer in front of data-parallel engines scatters a conversation's
+turns, and each turn then prefills the whole history again on a replica that
+never saw it. Maya routes instead (`replica_router.py`): a prompt goes to the
+replica that was sent its longest prefix (`prefix_affinity.py`, on token ids),
+a new conversation to the least loaded one. Each replica is an ordinary
+`UpstreamEngine`, so the relay, its wire formats and its health record are
+the single upstream's own; this class only chooses which one streams.
+
+Failures: a replica whose request fails is taken out and probed in the
+background until it answers as the same model again (`replica.py`); its
+prefixes are forgotten, so its conversations move on to the others (prefilled
+there once). A request whose replica fails before anything reached the client
+(a refused connection, an error answer; only counts had been learnt) is sent
+to another replica at once, so a replica that died between two turns costs
+the next turn nothing. One that fails mid-stream ends that stream with the
+single upstream's error (an `upstream_error` event): half an answer cannot be
+resumed elsewhere. When every replica is out, requests still go to one (and
+fail with 503 `upstream_unavailable` while none answers).
+
+Start-up meets every replica (all must answer) and refuses, with a
+`ConfigError` naming `upstream_url`, replicas that serve different models:
+Maya renders one prompt with one tokenizer for all of them. `--upstream-slots`
+is per replica; the set's slots (Maya's queue) are their sum, and stay so while
+a replica is out (the others' engines queue the excess). The relay's batching
+(`--relay-batch-ms`) is each replica's own: it waits when other streams run on
+the same replica.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import AsyncIterator
+
+from ..errors import ConfigError, UpstreamError, UpstreamRejected
+from .base import Counts, Engine, Generation, StreamItem
+from .prefix_affinity import PrefixTable, block_keys
+from .replica import Replica
+from .replica_metrics import ReplicaCollector
+from .replica_router import Reason, ReplicaLoad, ReplicaRouter
+from .upstream import UpstreamOptions
+
+log = logging.getLogger("maya.engine")
+
+
+@dataclass(frozen=True)
+class ReplicaSetOptions:
+    """What `ReplicaSetEngine.connect` needs; `engine_setup` fills it from the settings."""
+
+    replicas: tuple[UpstreamOptions, ...]
+    routing: str = "affinity"
+    affinity_entries: int = 131072
+    probe_s: float = 5.0
+
+
+class ReplicaSetEngine(Engine):
+    name = "upstream"
+
+    def __init__(self, replicas: list[Replica], *, routing: str, affinity_entries: int, probe_s: float) -> None:
+        first = replicas[0].engine
+        for replica in replicas[1:]:
+            replica.engine.tokenizer = first.tokenizer  # one tokenizer renders for all (they serve one model)
+        self.replicas = replicas
+        self.tokenizer = first.tokenizer
+        self.template_family = first.template_family
+        self.context_size = min(r.engine.context_size for r in replicas)
+        self.slots = sum(r.engine.slots for r in replicas)
+        self.accepts_images = all(r.engine.accepts_images for r in replicas)
+        self.image_tokens = max(r.engine.image_tokens for r in replicas)
+        self.images_refusal = next((r.engine.images_refusal for r in replicas if not r.engine.accepts_images),
+                                   first.images_refusal)
+        self.router = ReplicaRouter(routing)
+        self.table = PrefixTable(affinity_entries)
+        self.probe_s = probe_s
+        self.routes: Counter[tuple[int, Reason]] = Counter()
+        """Requests routed, by replica and reason (`maya:replica_routes_total`)."""
+
+    @classmethod
+    def connect(cls, options: ReplicaSetOptions) -> "ReplicaSetEngine":
+        """Meet every replica and check they serve one model; a `ConfigError` otherwise."""
+        model = options.replicas[0].model
+        replicas = [Replica.connect(replace(o, model=None)) for o in options.replicas]  # their own names, to compare
+        first = replicas[0]
+        for replica in replicas[1:]:
+            if replica.identity != first.identity:
+                raise ConfigError("upstream_url", _mismatch(first, replica))
+        if model is not None:
+            for replica in replicas:
+                replica.engine.info = replace(replica.engine.info, model=model)
+        log.info("%d upstream replicas, %s routing", len(replicas), options.routing)
+        return cls(replicas, routing=options.routing, affinity_entries=options.affinity_entries,
+                   probe_s=options.probe_s)
+
+    @property
+    def reports_prompt_progress(self) -> bool:
+        return all(r.engine.reports_prompt_progress for r in self.replicas)
+
+    @property
+    def batch_interval(self) -> float:
+        return self.replicas[0].engine.batch_interval
+
+    @batch_interval.setter
+    def batch_interval(self, seconds: float) -> None:
+        for replica in self.replicas:
+            replica.engine.batch_interval = seconds
+
+    async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
+        keys = block_keys(generation.prompt_ids) if self.router.mode == "affinity" else []
+        tried: set[int] = set()
+        failure: UpstreamError | None = None
+        while True:
+            choice = self.router.route(self._loads(), self._depths(keys), frozenset(tried))
+            if choice is None:
+                raise failure  # every replica failed this request before it showed anything
+            index, reason = choice
+            replica = self._send(index, reason, keys)
+            shown = False
+            items = replica.engine._stream(generation)
+            try:
+                async for item in items:
+                    shown = shown or not isinstance(item, Counts)
+                    yield item
+                return
+            except UpstreamRejected:
+                raise  # this request's own problem (its context, its parameters): the same anywhere
+            except UpstreamError as exc:
+                if shown or generation.cancelled:
+                    raise
+                failure = exc
+                tried.add(index)
+                log.warning("replica %s failed before answering (%s); trying another", replica.url, exc.message)
+            finally:
+                await items.aclose()
+                replica.in_flight -= 1
+                if not replica.up:
+                    self._take_out(index)
+
+    def _send(self, index: int, reason: Reason, keys: list[int]) -> Replica:
+        replica = self.replicas[index]
+        replica.routed += 1
+        replica.in_flight += 1
+        self.routes[(index, reason)] += 1
+        if keys:
+            self.table.sent(keys, index)
+        return replica
+
+    def _loads(self) -> list[ReplicaLoad]:
+        return [ReplicaLoad(r.up, r.in_flight, r.engine.slots, r.routed) for r in self.replicas]
+
+    def _depths(self, keys: list[int]) -> list[int]:
+        return self.table.matches(keys, len(self.replicas)) if keys else [0] * len(self.replicas)
+
+    def _take_out(self, index: int) -> None:
+        replica = self.replicas[index]
+        if replica.probing:
+            return
+        log.warning("replica %s is out (%s); probing it every %gs", replica.url,
+                    replica.engine.health.last_error, self.probe_s)
+        self.table.forget(index)  # if it comes back it may have restarted empty; its conversations move on
+        replica.watch(self.probe_s)
+
+    def describe(self) -> dict:
+        return {**super().describe(), "routing": {"mode": self.router.mode, "affinity": self.table.describe()},
+                "replicas": [self._describe(i, r) for i, r in enumerate(self.replicas)]}
+
+    def _describe(self, index: int, replica: Replica) -> dict:
+        engine = replica.engine
+        return {"kind": engine.info.kind, "model": engine.info.model, **engine.health.describe(),
+                "up": replica.up, "slots": engine.slots, "in_flight": replica.in_flight, "routed": replica.routed,
+                "routes": {reason.value: self.routes[(index, reason)] for reason in Reason}}
+
+    def metric_collectors(self) -> list:
+        return [ReplicaCollector(self)]
+
+    async def close(self) -> None:
+        for replica in self.replicas:
+            replica.stop_watching()
+            await replica.engine.close()
+
+    def shutdown(self) -> None:
+        for replica in self.replicas:
+            replica.engine.shutdown()
+
+    def __repr__(self) -> str:
+        return f"ReplicaSetEngine({self.replicas!r}, {self.router.mode})"
+
+
+def _mismatch(first: Replica, other: Replica) -> str:
+    differ = sorted(k for k in first.identity.keys() | other.identity.keys()
+                    if first.identity.get(k) != other.identity.get(k))
+    said = ", ".join(f"{k}: {_short(other.identity.get(k))} vs {_short(first.identity.get(k))}" for k in differ)
+    return (f"the replica {other.url} serves another model than {first.url} ({said}); every replica must serve "
+            "the same model and tokenizer")
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
