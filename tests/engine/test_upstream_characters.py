@@ -16,20 +16,13 @@ from maya_server.config import ServerConfig
 from maya_server.engine_setup import create_engine
 
 from tests.fake_upstream import FakeUpstream
-from tests.gguf_model_dir import smollm2_tokenizer, write_model_dir
+from tests.gguf_model_dir import smollm2_tokenizer
 from tests.recorder import Recorder
 from tests.server import RunningServer
 
 ODD_TEXT = ("one\u2028two\u2029three\u0085four\x0bfive\x0csix\x1c\x1d\x1eseven\r\neight\rnine\x00ten "
             "😀🐉 日本語 \u200b\ufeff \U0010fffd end")
 MESSAGES = [{"role": "user", "content": "hi"}]
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory) -> str:
-    from maya_server.config import default_model_path
-
-    return str(write_model_dir(default_model_path(), tmp_path_factory.mktemp("smollm2")))
 
 
 @pytest.fixture(scope="module", params=["llama-server", "vllm", "sglang"])

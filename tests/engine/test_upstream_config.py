@@ -8,16 +8,9 @@ import sys
 import pytest
 
 from maya_server.cli import load
-from maya_server.config import default_model_path
 from maya_server.errors import ConfigError
 
-from tests.gguf_model_dir import write_model_dir
 from tests.llama_server import free_port
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory) -> str:
-    return str(write_model_dir(default_model_path(), tmp_path_factory.mktemp("smollm2")))
 
 
 def _load(argv, environ=None):
