@@ -346,7 +346,7 @@ class _Body:
 
     def _dechunk(self, raw: bytes) -> bytes:
         if not self._pending and not self._in_chunk and not self._after_chunk:
-            whole = _one_whole_chunk(raw)  # what a streaming server sends for each event
+            whole = _whole_chunks(raw)  # what a streaming server sends: a chunk per event, all complete
             if whole is not None:
                 return whole
         out = []
@@ -384,16 +384,26 @@ class _Body:
         return b"".join(out)
 
 
-def _one_whole_chunk(raw: bytes) -> bytes | None:
-    """The data of `raw` when it is exactly one non-empty chunk (size line, data, CRLF), else None."""
-    end = raw.find(b"\r\n")
-    if end <= 0 or end > 8 or not raw.endswith(b"\r\n"):
+def _whole_chunks(raw: bytes) -> bytes | None:
+    """The data of `raw` when it is only whole non-empty chunks (size line, data, CRLF, each), else None: the
+    general path then takes it, with the framing's end and every malformation."""
+    if not raw.endswith(b"\r\n"):
         return None
-    try:
-        size = int(raw[:end], 16)
-    except ValueError:
-        return None
-    return raw[end + 2:-2] if size and len(raw) == end + 4 + size else None
+    pieces = []
+    position, length = 0, len(raw)
+    while position < length:
+        end = raw.find(b"\r\n", position, position + 10)
+        if end < 0:
+            return None
+        try:
+            size = int(raw[position:end], 16)
+        except ValueError:
+            return None
+        start, position = end + 2, end + 4 + size
+        if not size or position > length or raw[position - 2:position] != b"\r\n":
+            return None
+        pieces.append(raw[start:position - 2])
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 class SseLines:

@@ -37,7 +37,7 @@ UpstreamKind = Literal["llama-server", "vllm", "sglang", "openai"]
 ERROR_MESSAGE_LIMIT = 400
 """Characters of an upstream's own error message passed on to the client."""
 _CONTEXT_ERROR = re.compile(r"context (length|size|window)|maximum context|longer than the model", re.IGNORECASE)
-_TOKEN_ID_TEXT = re.compile(r"token_id:(\d+)")
+_TOKEN_ID_PREFIX = "token_id:"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -243,11 +243,14 @@ def _token_ids(choice: dict) -> tuple[int, ...] | None:
     if isinstance(content, list) and all(isinstance(c, dict) and isinstance(c.get("id"), int) for c in content):
         return tuple(c["id"] for c in content)
     tokens = logprobs.get("tokens")
-    if isinstance(tokens, list):
-        matches = [_TOKEN_ID_TEXT.fullmatch(t) if isinstance(t, str) else None for t in tokens]
-        if all(matches):
-            return tuple(int(m.group(1)) for m in matches)
-    return None
+    if not isinstance(tokens, list):
+        return None
+    ids = []
+    for token in tokens:  # vLLM's `return_tokens_as_token_ids`: "token_id:N", one per token of the chunk
+        if not (isinstance(token, str) and token.startswith(_TOKEN_ID_PREFIX) and token[9:].isdecimal()):
+            return None
+        ids.append(int(token[9:]))
+    return tuple(ids)
 
 
 def _cached_tokens(payload: dict, usage: dict) -> int | None:
