@@ -139,11 +139,10 @@ def parse_native_event(data: bytes | str) -> UpstreamChunk | None:
     final = payload.get("stop") is True
     text = payload.get("content")
     if not final and "prompt_progress" not in payload:  # a token event, nearly every event of a stream
-        ids = tuple(tokens) if type(tokens) is list and all(type(t) is int for t in tokens) else None
-        return UpstreamChunk(text if type(text) is str else "", ids)
+        return UpstreamChunk(text if type(text) is str else "", _id_list(tokens))
     return UpstreamChunk(
         text=text if isinstance(text, str) else "",
-        token_ids=tuple(tokens) if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens) else None,
+        token_ids=_id_list(tokens),
         finish_reason=("length" if payload.get("stop_type") == "limit" else "stop") if final else None,
         prompt_tokens=_int(payload.get("tokens_evaluated")) if final else None,
         completion_tokens=_int(payload.get("tokens_predicted")) if final else None,
@@ -232,10 +231,15 @@ def prompt_progress(raw: object) -> PromptProgress | None:
     return None if None in values else PromptProgress(*values)
 
 
+def _id_list(value: object) -> tuple[int, ...] | None:
+    """`value` as token ids when it is a list of integers (a JSON `true` is no id)."""
+    return tuple(value) if type(value) is list and all(type(i) is int for i in value) else None
+
+
 def _token_ids(choice: dict) -> tuple[int, ...] | None:
-    ids = choice.get("token_ids")
-    if isinstance(ids, list) and all(isinstance(i, int) for i in ids):
-        return tuple(ids)
+    ids = _id_list(choice.get("token_ids"))
+    if ids is not None:
+        return ids
     logprobs = choice.get("logprobs")
     if not isinstance(logprobs, dict):
         return None
@@ -247,9 +251,10 @@ def _token_ids(choice: dict) -> tuple[int, ...] | None:
         return None
     ids = []
     for token in tokens:  # vLLM's `return_tokens_as_token_ids`: "token_id:N", one per token of the chunk
-        if not (isinstance(token, str) and token.startswith(_TOKEN_ID_PREFIX) and token[9:].isdecimal()):
+        digits = token[len(_TOKEN_ID_PREFIX):] if isinstance(token, str) and token.startswith(_TOKEN_ID_PREFIX) else ""
+        if not digits.isdecimal():
             return None
-        ids.append(int(token[9:]))
+        ids.append(int(digits))
     return tuple(ids)
 
 
