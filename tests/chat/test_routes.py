@@ -166,10 +166,15 @@ def test_unknown_route_is_an_openai_shaped_404(start_server):
 
 
 def test_engine_failure_mid_stream_sends_an_error_event(start_server):
+    """The text made before the failure arrives, then the stream's last event is the engine error itself."""
     server = start_server([{"text": "one two three four", "fail_after": 2}])
-    with pytest.raises(openai.APIError):
-        for _ in server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True):
-            pass
+    text = []
+    with pytest.raises(openai.APIError) as caught:
+        for chunk in server.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}],
+                                                             stream=True):
+            text.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+    assert caught.value.body["code"] == "engine_error" and caught.value.body["type"] == "server_error"
+    assert "".join(text) and "four" not in "".join(text)
 
 
 def test_engine_failure_without_stream_is_500(start_server):

@@ -119,3 +119,29 @@ def test_closing_the_gated_iterator_closes_its_source():
 
     assert asyncio.run(scenario()) == TextDelta("0")
     assert closed == ["source closed"]
+
+
+def test_closing_an_active_gate_closes_its_source():
+    """The held stream's own close path: the reader takes what the gate released (an engine failure passes at
+    once) and closes the stream while the source still has events; the source's `finally` (which stops the engine)
+    runs then, not whenever the collector finds it."""
+    closed: list[str] = []
+    failure = Failed(EngineError("the engine broke"), USAGE)
+
+    async def source():
+        try:
+            yield TextDelta('{"n"')
+            yield failure
+            yield TextDelta("never read")
+        finally:
+            closed.append("source closed")
+
+    async def scenario():
+        upstream = source()
+        events = gated(upstream, PublishGate(StructuredValidator(None), {}))
+        assert events is not upstream  # an active gate is a stage of its own
+        first = await events.__anext__()
+        await events.aclose()
+        return first, list(closed)  # before asyncio.run's own clean-up closes any generator left open
+
+    assert asyncio.run(scenario()) == (failure, ["source closed"])  # the held text was never released
