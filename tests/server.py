@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, TypeVar
 
 import httpx
 import uvicorn
@@ -17,6 +18,8 @@ from maya_server.config import ServerConfig
 from maya_server.engine.base import Engine
 from maya_server.http.protocol import serving_protocols
 from maya_server.http.shutdown import GracefulServer
+
+T = TypeVar("T")
 
 
 class RunningServer:
@@ -40,6 +43,16 @@ class RunningServer:
             time.sleep(0.01)
         port = self._server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
+
+    def on_loop(self, read: Callable[[], T]) -> T:
+        """`read()` run on the server's event loop, its result returned here: state that only the loop touches
+        (the job table, say) is read where it is consistent, not from this thread while the loop changes it."""
+
+        async def call() -> T:
+            return read()
+
+        loop = self._server.servers[0].get_loop()
+        return asyncio.run_coroutine_threadsafe(call(), loop).result(timeout=10)
 
     @property
     def open_connections(self) -> int:

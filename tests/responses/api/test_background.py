@@ -44,9 +44,12 @@ def wait_status(server, response_id: str, *statuses: str) -> bool:
 
 
 def generating(server, response_id: str, owner: str = "public") -> bool:
-    """The task has published a few text deltas (it is mid-generation)."""
-    job = server.app.state.jobs.find(owner, response_id)
-    return job is not None and job.log.last > 6
+    """The task has published a few text deltas (it is mid-generation); the job table is read on the loop."""
+    def published() -> int:
+        job = server.app.state.jobs.find(owner, response_id)
+        return job.log.last if job is not None else -1
+
+    return server.on_loop(published) > 6
 
 
 # -- the spec's example -------------------------------------------------------------------------
@@ -95,7 +98,7 @@ def test_a_disconnected_reader_does_not_stop_the_task(start_server):
     assert wait_status(server, response_id, "completed")
     assert server.client().responses.retrieve(response_id).output_text == "one two three four five six seven eight"
     assert server.engine.cancelled == 0
-    assert wait_for(lambda: server.app.state.jobs.stats()["readers"] == 0)
+    assert wait_for(lambda: server.on_loop(server.app.state.jobs.stats)["readers"] == 0)
 
 
 # -- cancellation ----------------------------------------------------------------------------------
@@ -115,7 +118,7 @@ def test_cancel_while_running_waits_for_cleanup(start_server):
         events = read_events(http, f"/v1/responses/{job.id}?stream=true")
     assert events[-1]["type"] == "error" and events[-1]["code"] == "response_cancelled"
     assert not any(e["type"] in ("response.cancelled", "response.completed", "response.failed") for e in events)
-    assert server.app.state.jobs.stats()["cancellations"] == 1
+    assert server.on_loop(server.app.state.jobs.stats)["cancellations"] == 1
 
 
 def test_cancel_while_queued_never_generates(start_server):
@@ -159,7 +162,7 @@ def test_cursor_errors(start_server):
         assert gone.status_code == 410 and gone.json()["error"]["param"] == "starting_after"
         replay_all = http.get(f"/v1/responses/{job.id}?stream=true")
         assert replay_all.status_code == 410
-        final = server.app.state.jobs.find("public", job.id).log.last
+        final = server.on_loop(lambda: server.app.state.jobs.find("public", job.id).log.last)
         tail = read_events(http, f"/v1/responses/{job.id}?stream=true&starting_after={final - 2}")
         assert http.get(f"/v1/responses/{job.id}?stream=true&starting_after={final + 1}").status_code == 400
     assert [e["sequence_number"] for e in tail] == [final - 1, final]
@@ -199,11 +202,11 @@ def test_reader_limits_and_a_freed_slot(start_server):
                 next(iter_frames(lines_b))
                 with server.http(headers=headers_a) as third:
                     assert third.get(f"/v1/responses/{job_b.id}?stream=true").status_code == 404
-        assert wait_for(lambda: server.app.state.jobs.stats()["readers"] == 0)
+        assert wait_for(lambda: server.on_loop(server.app.state.jobs.stats)["readers"] == 0)
         with http_a.stream("GET", f"/v1/responses/{job_a.id}?stream=true&starting_after=1") as again:
             assert again.status_code == 200
     assert state(server, job_a.id) == "in_progress"  # readers leaving never cancel the task
-    assert server.app.state.jobs.stats()["reader_rejections"] == 1
+    assert server.on_loop(server.app.state.jobs.stats)["reader_rejections"] == 1
 
 
 # -- deadlines and admission --------------------------------------------------------------------------
@@ -219,7 +222,7 @@ def test_deadline_fails_a_running_task_after_cleanup(start_server):
         events = read_events(http, f"/v1/responses/{job.id}?stream=true")
     assert [e["code"] for e in events if e["type"] == "error"] == ["job_timeout"]
     assert events[-1]["type"] == "response.failed"
-    assert server.app.state.jobs.stats()["timeouts"] == 1
+    assert server.on_loop(server.app.state.jobs.stats)["timeouts"] == 1
 
 
 def test_deadline_fails_a_queued_task(start_server):
@@ -259,7 +262,7 @@ def test_an_oversized_input_snapshot_is_a_413(start_server):
     with server.http() as http:
         error = post_error(http, {"model": "m", "input": "z" * 5000, "background": True, "store": True}, status=413)
     assert "4000" in error["message"]
-    assert server.engine.calls == 0 and server.app.state.jobs.stats()["records"] == 0
+    assert server.engine.calls == 0 and server.on_loop(server.app.state.jobs.stats)["records"] == 0
 
 
 def test_an_oversized_event_fails_the_task_explicitly(start_server):
