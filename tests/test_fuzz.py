@@ -209,7 +209,11 @@ def report_totals(name: str, http: httpx.Client) -> dict[str, float]:
 
 def check(server: RunningServer, method: str, path: str, **request) -> None:
     """One request: no 5xx; a 4xx in OpenAI's shape with the engine untouched; a stream that ends well."""
-    assert wait_for(lambda: server.app.state.jobs.stats()["queued"] + server.app.state.jobs.stats()["running"] == 0)
+    def jobs_busy() -> int:
+        stats = server.on_loop(server.app.state.jobs.stats)
+        return stats["queued"] + stats["running"]
+
+    assert wait_for(lambda: jobs_busy() == 0)
     calls = server.engine.calls
     with server.fuzz_http.stream(method, path, **request) as answer:
         body = answer.read()

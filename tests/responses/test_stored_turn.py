@@ -116,13 +116,20 @@ def continuation(previous: str, **fields) -> dict:
 
 
 def job_generating(server, response_id: str) -> bool:
-    job = server.app.state.jobs.find(OWNER, response_id)
-    return job is not None and job.log.last > 6
+    """The job has published a few events; the job table is read on the server's loop, which alone changes it."""
+    def published() -> int:
+        job = server.app.state.jobs.find(OWNER, response_id)
+        return job.log.last if job is not None else -1
+
+    return server.on_loop(published) > 6
 
 
 def job_state(server, response_id: str) -> str | None:
-    job = server.app.state.jobs.find(OWNER, response_id)
-    return job.state if job is not None else None
+    def read() -> str | None:
+        job = server.app.state.jobs.find(OWNER, response_id)
+        return job.state if job is not None else None
+
+    return server.on_loop(read)
 
 
 def test_refused_before_generation(start_server):
@@ -138,7 +145,7 @@ def test_a_background_job_refused_at_admission(start_server):
     with server.http() as http:
         refused = http.post("/v1/responses", json=continuation(first, input="z" * 5000, background=True, store=True))
     assert refused.status_code == 413, refused.text
-    assert server.app.state.jobs.stats()["records"] == 0 and released(server, first)
+    assert server.on_loop(server.app.state.jobs.stats)["records"] == 0 and released(server, first)
 
 
 def test_a_stream_that_ends(start_server):
@@ -221,7 +228,7 @@ def test_a_background_job_that_times_out(start_server):
     server, first = seeded(start_server, [SLOW], environ={"MAYA_GLM_RESPONSES_JOB_TIMEOUT_S": "1"})
     job = server.client().responses.create(**continuation(first, background=True, store=True))
     assert wait_for(lambda: job_state(server, job.id) == "failed")
-    assert server.app.state.jobs.stats()["timeouts"] == 1 and released(server, first)
+    assert server.on_loop(server.app.state.jobs.stats)["timeouts"] == 1 and released(server, first)
 
 
 def test_a_background_job_that_fails(start_server):
