@@ -18,6 +18,8 @@ from maya_server.image_url import parse_fetch_url, redirect_target
 from maya_server.images import ImageError, ImageLimits, ImageLoader
 from maya_server.metrics import Metrics
 
+from tests.no_network import NoNetwork, never_resolve
+
 MALFORMED = [
     "http://x:99999/a.png", "http://x:-1/", "http://[::1]:abc/", "http://x:0/a.png", "http://x:65536/",
     "http://x:80:80/", "http://x:８０/", "http://[::1/a.png", "http://[zz]/a.png", "http://[1.2.3.4]/a.png",
@@ -75,15 +77,6 @@ def test_a_redirect_to_an_odd_location_is_refused(location, reason):
 ])
 def test_a_redirect_is_resolved_against_the_url(location, target):
     assert str(redirect_target(parse_fetch_url("http://example.com/a/b.png"), location)) == target
-
-
-class NoNetwork(httpx.AsyncBaseTransport):
-    async def handle_async_request(self, request):
-        pytest.fail(f"a connection to {request.url} was attempted")
-
-
-async def never_resolve(host, port):
-    pytest.fail(f"{host} was resolved")
 
 
 def png_bytes() -> bytes:

@@ -19,6 +19,8 @@ from maya_server.conversation import Conversation, ImagePart, Message, TextPart
 from maya_server.images import ImageError, ImageLimits, ImageLoader
 from maya_server.metrics import Metrics
 
+from tests.no_network import NoNetwork, never_resolve
+
 
 def png(size=(8, 8), color=(200, 10, 10), fmt="PNG") -> bytes:
     out = io.BytesIO()
@@ -28,11 +30,6 @@ def png(size=(8, 8), color=(200, 10, 10), fmt="PNG") -> bytes:
 
 def data_url(raw: bytes, media_type="image/png") -> str:
     return f"data:{media_type};base64," + base64.b64encode(raw).decode()
-
-
-class NoNetwork(httpx.AsyncBaseTransport):
-    async def handle_async_request(self, request):
-        pytest.fail(f"a connection to {request.url} was attempted")
 
 
 def resolving_to(*addresses):
@@ -99,9 +96,7 @@ def test_private_addresses_are_refused_by_resolved_address_without_connecting(ad
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1/a.png", "http://[::1]:8080/a.png", "http://169.254.169.254/latest"])
 def test_literal_private_addresses_are_refused_without_resolving_or_connecting(url):
-    async def never(host, port):
-        pytest.fail("resolved a literal address")
-    assert refusal(ImageLoader(ImageLimits(), resolver=never, transport=NoNetwork()), url).reason == "address"
+    assert refusal(ImageLoader(ImageLimits(), resolver=never_resolve, transport=NoNetwork()), url).reason == "address"
 
 
 def test_a_redirect_to_a_private_address_is_refused_before_following_it():
@@ -202,6 +197,8 @@ def test_loopback_is_refused_unless_allowed(image_server):
 def test_over_http_every_bad_image_is_a_400_and_the_engine_is_untouched(start_server):
     server = start_server(["never"])
     server.engine.accepts_images = True  # the scripted engine, standing in for a vision engine
+    service = server.app.state.service  # a loader that fails the test if the metadata address slips through
+    service.images = ImageLoader(ImageLimits(), service.metrics, resolver=never_resolve, transport=NoNetwork())
     bad = {"type": "input_image", "image_url": "data:image/png;base64,@@@@"}
     body = {"model": "m", "input": [{"role": "user", "content": [{"type": "input_text", "text": "x"}, bad]}]}
     with server.http() as http:
