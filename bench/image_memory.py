@@ -59,7 +59,7 @@ for _path in (Path(__file__).resolve().parent, Path(__file__).resolve().parent.p
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from maya_process import start_maya  # noqa: E402
+from maya_process import children, start_maya  # noqa: E402
 
 from maya_server.engine.test_mmproj import write_test_mmproj  # noqa: E402
 
@@ -116,18 +116,6 @@ def status_kib(pid: int, field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
-
-
-def children(pid: int) -> list[int]:
-    """Every thread's children (the llama-server child may be started from a worker thread)."""
-    found = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                found += [int(c) for c in f.read().split()]
-        except OSError:
-            pass
-    return found
 
 
 def chat(url: str, urls: list[str]) -> int:

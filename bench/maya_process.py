@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -33,3 +34,15 @@ def start_maya(*args: str, command: list[str] | None = None, timeout: float = 60
             time.sleep(0.1)
     process.kill()
     raise RuntimeError("the maya server did not start")
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid`, from every thread (the llama-server child may be started from a worker thread)."""
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(c) for c in f.read().split()]
+        except OSError:
+            pass
+    return found

@@ -35,7 +35,7 @@ for path in (str(ROOT), str(ROOT / "bench")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from maya_process import start_maya  # noqa: E402
+from maya_process import children, start_maya  # noqa: E402
 
 from bench.relay.relay_bench import cpu_seconds, maya_command, run_client  # noqa: E402
 from maya_server.config import default_model_path  # noqa: E402
@@ -52,19 +52,6 @@ def bodies(tokens: int) -> dict[str, bytes]:
     }
 
 
-def child_of(pid: int) -> int:
-    """The one child process of `pid` (the embedded llama-server)."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                return int(entry.name)
-    raise RuntimeError("the maya process has no engine child")
-
-
 def main() -> None:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--streams", type=int, default=4)
@@ -77,7 +64,7 @@ def main() -> None:
     maya_args = ["--model", opts.model, "--slots", str(opts.streams), "--ctx", "2048", "--cache-ram-mib", "0"]
     maya, url = start_maya(*maya_args, command=maya_command(opts.maya_src, maya_args), timeout=300)
     try:
-        engine = child_of(maya.pid)
+        (engine,) = children(maya.pid)  # the embedded llama-server
         payloads = bodies(opts.tokens)
         print(f"{os.cpu_count()} CPUs (shared by Maya, its engine and the client), {Path(opts.model).name}, "
               f"{opts.streams} streams, {opts.tokens} tokens per request, {opts.seconds:g} s per API, "
