@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from maya_server.dialects import get_dialect  # noqa: E402
+from maya_server.families import get_dialect  # noqa: E402
 from maya_server.engine.scripted import ScriptedEngine  # noqa: E402
-from maya_server.hf_tokenizer import HfTokenizer  # noqa: E402
+from maya_server.model.hf_tokenizer import HfTokenizer  # noqa: E402
 from maya_server.responses.convert import to_conversation  # noqa: E402
 from maya_server.responses.request import parse_responses_request  # noqa: E402
 from tests.clients.node_packages import ensure_installed  # noqa: E402
-from tests.dialects.official import extract_tokenizer  # noqa: E402
+from tests.families.official import extract_tokenizer  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
 from tests.recorder import Recorder  # noqa: E402
 from tests.server import RunningServer, scripted_config  # noqa: E402

@@ -42,12 +42,12 @@ from continuation_ttft import report as report_continuation  # noqa: E402
 from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
-from maya_server.conversation import Conversation, Message, TextPart  # noqa: E402
-from maya_server.dialects import get_dialect  # noqa: E402
+from maya_server.pipeline.conversation import Conversation, Message, TextPart  # noqa: E402
+from maya_server.families import get_dialect  # noqa: E402
 from maya_server.engine.llama_tokenizer import LlamaServerTokenizer, TokenCache  # noqa: E402
-from maya_server.family import family_from_template  # noqa: E402
-from maya_server.gguf_metadata import read_gguf_metadata  # noqa: E402
-from maya_server.gguf_vocabulary import GgufVocabulary  # noqa: E402
+from maya_server.families.detection import family_from_template  # noqa: E402
+from maya_server.model.gguf_metadata import read_gguf_metadata  # noqa: E402
+from maya_server.model.gguf_vocabulary import GgufVocabulary  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
 from tests.llama_server import LlamaServer  # noqa: E402
 

@@ -16,11 +16,11 @@ from . import __version__
 from .chat.routes import chat_router
 from .config import ServerConfig
 from .errors import JobCleanupError, NotFoundError
-from .dialects import get_dialect
+from .families import get_dialect
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
-from .generation import GenerationService
-from .images import ImageLimits, ImageLoader
+from .pipeline.generation import GenerationService
+from .images.loader import ImageLimits, ImageLoader
 from .http.auth import ApiKeyMiddleware
 from .http.body import BodyLimits
 from .http.cors import JsonErrorCORSMiddleware

@@ -165,7 +165,7 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     from .app import create_app
     from .http.protocol import serving_protocols
     from .http.shutdown import GracefulServer
-    from .family import resolve_family
+    from .families.detection import resolve_family
 
     try:
         config = resolve_family(config, engine.template_family)

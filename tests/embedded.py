@@ -15,7 +15,7 @@ from maya_server.config import ServerConfig, default_model_path
 from maya_server.engine.llama_server import BASE_URL
 from maya_server.engine.llamacpp import LlamaCppEngine
 from maya_server.engine_setup import create_engine
-from maya_server.family import resolve_family
+from maya_server.families.detection import resolve_family
 
 from tests.llama_server import free_port
 from tests.server import RunningServer, wait_for

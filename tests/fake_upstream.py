@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from maya_server.tokenizer import Tokenizer
+from maya_server.model.tokenizer import Tokenizer
 
 OWNERS = {"vllm": "vllm", "sglang": "sglang", "llama-server": "llamacpp"}
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from tokenizers import Tokenizer as RustTokenizer
 
 from maya_server.config import default_model_path
-from maya_server.gguf_metadata import read_gguf_metadata
-from maya_server.hf_tokenizer import HfTokenizer
+from maya_server.model.gguf_metadata import read_gguf_metadata
+from maya_server.model.hf_tokenizer import HfTokenizer
 
 CONTROL = 3
 """llama.cpp's token type for control (special) tokens."""

@@ -314,8 +314,8 @@ PNG = _png()
 
 
 def _image_loader(location: str | None = None):
-    from maya_server.address_policy import parse_address, refusal
-    from maya_server.images import ImageLimits, ImageLoader
+    from maya_server.images.address_policy import parse_address, refusal
+    from maya_server.images.loader import ImageLimits, ImageLoader
 
     redirected = []
 
@@ -335,7 +335,7 @@ def _image_loader(location: str | None = None):
 def _load(loader, url: str):
     import asyncio
 
-    from maya_server.conversation import Conversation, ImagePart, Message
+    from maya_server.pipeline.conversation import Conversation, ImagePart, Message
     from maya_server.errors import ImageError
 
     try:
@@ -361,7 +361,7 @@ def test_image_redirects_to_odd_locations(location):
 
 @pytest.fixture(scope="module")
 def vision_server():
-    from maya_server.images import ImageLimits, ImageLoader  # noqa: F401
+    from maya_server.images.loader import ImageLimits, ImageLoader  # noqa: F401
 
     config = scripted_config()
     running = RunningServer(config, ScriptedEngine(["A picture."], context_size=config.ctx))

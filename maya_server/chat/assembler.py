@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..events import (
+from ..pipeline.events import (
     Failed, Finished, McpRoundLimitReached, McpToolCall, McpToolResult, PipelineEvent, PromptProgress, ReasoningDelta,
     TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
 )

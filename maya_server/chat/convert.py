@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..conversation import (
+from ..pipeline.conversation import (
     Conversation, ImagePart, Message, NamedToolChoice, Part, TextPart, ToolCall, ToolResult, ToolSpec, Turn,
 )
 from ..errors import InvalidRequestError
-from ..generation import GenerationSettings
-from ..responses.structured import json_instructions
+from ..pipeline.generation import GenerationSettings
+from ..structured.validator import json_instructions
 from ..responses.text_format import OutputFormat, TextFormat
 from . import request as wire
 

@@ -21,14 +21,14 @@ from typing import AsyncIterator, Mapping
 
 import orjson
 
-from ..conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
+from ..pipeline.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
 from ..errors import InvalidRequestError, MayaError
 from ..engine.fifo import Admission
-from ..events import (
+from ..pipeline.events import (
     Failed, Finished, LoopEvent, McpRoundLimitReached, McpToolCall, McpToolResult, PipelineEvent, ReasoningDelta,
     TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
-from ..generation import GenerationService, GenerationSettings, PreparedGeneration
+from ..pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..mcp.connection import McpTool
 from ..mcp.hub import McpHub
 from ..mcp.results import ToolOutcome

@@ -16,9 +16,9 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from ..conversation import ReasoningEffort
+from ..pipeline.conversation import ReasoningEffort
 from ..errors import InvalidRequestError
-from ..validation import validate_model
+from ..util.validation import validate_model
 
 Number = Union[StrictInt, StrictFloat]
 

@@ -8,16 +8,16 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..drain import answer_json, stream_frames
-from ..events import Failed, PipelineEvent
-from ..generation import GenerationService
+from ..http.drain import answer_json, stream_frames
+from ..pipeline.events import Failed, PipelineEvent
+from ..pipeline.generation import GenerationService
 from ..http.body import BodyLimits, read_json
 from ..http.errors import error_response
 from ..http.image_loading import load_admitted
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from ..mcp.hub import McpHub
-from ..responses.publish_gate import gated
+from ..structured.gate import gated
 from .assembler import ChatAssembler
 from .convert import to_conversation, to_settings
 from .mcp_loop import McpToolLoop, offer_mcp_tools

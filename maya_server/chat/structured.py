@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequestError
-from ..responses.publish_gate import PublishGate
+from ..structured.gate import PublishGate
 from ..responses.request_tools import check_strict_parameters
-from ..responses.structured import StructuredValidator
+from ..structured.validator import StructuredValidator
 from ..responses.text_format import OutputFormat, TextFormat, parse_format
 from ..responses.wire import bad_value
 from .request import ChatRequest

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Literal, Sequence, Union
 
 from ..errors import EngineError
-from ..events import PromptProgress
-from ..tokenizer import Tokenizer
+from ..pipeline.events import PromptProgress
+from ..model.tokenizer import Tokenizer
 
 EngineFinishReason = Literal["stop", "length"]
 """How an engine ends a sequence itself (`Finish`); `cancelled` and `error` are `Engine.generate`'s."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import codecs
 import os
 
-from ..tokenizer import Tokenizer
+from ..model.tokenizer import Tokenizer
 
 CONTEXT_TOKENS = 4
 """Already-emitted ids decoded in front of new ones, so joins (leading spaces, byte merges) decode as in the whole text."""

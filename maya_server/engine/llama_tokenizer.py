@@ -34,7 +34,7 @@ import httpx
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..errors import UpstreamError, UpstreamUnavailable
-from ..gguf_vocabulary import GgufVocabulary
+from ..model.gguf_vocabulary import GgufVocabulary
 
 ENTRY_OVERHEAD = 200
 """Bytes an entry costs beyond its text and ids: the dict slot, the LRU links and the key tuple."""

@@ -34,11 +34,11 @@ import httpx
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..errors import ConfigError, UnsupportedVocabulary, UpstreamError
-from ..family import family_from_template
-from ..gguf_metadata import read_gguf_metadata, training_context
-from ..gguf_vocabulary import GgufVocabulary
-from ..hf_tokenizer import HfTokenizer
-from ..tokenizer import Tokenizer
+from ..families.detection import family_from_template
+from ..model.gguf_metadata import read_gguf_metadata, training_context
+from ..model.gguf_vocabulary import GgufVocabulary
+from ..model.hf_tokenizer import HfTokenizer
+from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX
 from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary

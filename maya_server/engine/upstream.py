@@ -40,9 +40,9 @@ import httpx
 import orjson
 
 from ..errors import ConfigError, EngineError, UpstreamError, UpstreamRejected
-from ..family import family_from_template, template_from_model_dir
-from ..hf_tokenizer import HfTokenizer
-from ..tokenizer import Tokenizer
+from ..families.detection import family_from_template, template_from_model_dir
+from ..model.hf_tokenizer import HfTokenizer
+from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
 from .event_stream import ERROR, Endpoint
 from .slot_choice import SlotChooser, SlotChooserCollector

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import AbstractSet
 
 from ..errors import UpstreamError
-from ..tokenizer import Tokenizer
+from ..model.tokenizer import Tokenizer
 from .base import Counts, EngineFinishReason, GeneratedToken
 from .detokenizer import IncrementalDetokenizer
 from .upstream_wire import UpstreamChunk

@@ -17,7 +17,7 @@ from typing import Callable, TypeVar
 from starlette.requests import ClientDisconnect, Request
 
 from ..errors import ClientGone, PayloadTooLargeError
-from ..validation import parse_json_object
+from ..util.validation import parse_json_object
 
 T = TypeVar("T")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from ..conversation import Conversation, image_parts
+from ..pipeline.conversation import Conversation, image_parts
 from ..engine.fifo import Admission
 from ..errors import ShuttingDown
-from ..generation import GenerationService
+from ..pipeline.generation import GenerationService
 from .disconnect import while_client_waits
 from .shutdown import shutdown_error
 

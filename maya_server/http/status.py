@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from ..config import ServerConfig
 from ..errors import NotFoundError
-from ..generation import GenerationService
+from ..pipeline.generation import GenerationService
 
 def status_router(
     config: ServerConfig,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import MayaError
-from ..events import (
+from ..pipeline.events import (
     Failed, Finished, PipelineEvent, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
     ToolCallInvalid, ToolCallStarted, Usage,
 )

@@ -18,9 +18,9 @@ import orjson
 from starlette.responses import Response
 
 from ..errors import ConflictError, GoneError, InvalidRequestError, StorageCapacityError
-from ..events import PipelineEvent
+from ..pipeline.events import PipelineEvent
 from ..http.sse import EventStreamResponse
-from ..kept_json import dumps_kept
+from ..util.kept_json import dumps_kept
 from .assembler import ResponseAssembler
 from .event_log import EventLog
 from .jobs import Job, JobManager

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from typing import Sequence, Union
 
-from ..conversation import (
+from ..pipeline.conversation import (
     Conversation, ImagePart, Message, NamedToolChoice, Part, TextPart, ToolCall, ToolResult, ToolSpec, Turn,
 )
 from ..errors import InvalidRequestError
-from ..generation import GenerationSettings
+from ..pipeline.generation import GenerationSettings
 from .request import ResponsesRequest
 from .request_items import (
     FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, InputText, MessageItem, OutputText, ReasoningItem,
 )
 from .request_tools import FunctionToolChoice
-from .structured import json_instructions
+from ..structured.validator import json_instructions
 from .wire import path
 
 Prefix = Union[tuple, None]

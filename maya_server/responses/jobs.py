@@ -35,8 +35,8 @@ from ..errors import (
     ConflictError, EventLimitError, EventTooLarge, InvalidRequestError, JobCleanupError, JobTimeoutError, MayaError,
     RateLimitError, ServiceUnavailableError, StorageCapacityError,
 )
-from ..drain import drain
-from ..events import PipelineEvent
+from ..http.drain import drain
+from ..pipeline.events import PipelineEvent
 from .assembler import ResponseAssembler
 from .event_log import EventLog
 from .settings import ResponsesSettings

@@ -18,9 +18,9 @@ from typing import Any, Literal, Mapping
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 
-from ..conversation import ReasoningEffort
+from ..pipeline.conversation import ReasoningEffort
 from ..errors import InvalidRequestError
-from ..validation import validate_model
+from ..util.validation import validate_model
 from .request_items import InputItem, parse_input
 from .request_tools import FunctionTool, ToolChoice, check_tool_choice, parse_tool_choice, parse_tools
 from .text_format import OutputFormat, TextConfig, TextFormat, parse_text_config

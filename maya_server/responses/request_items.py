@@ -15,7 +15,7 @@ from typing import Any, Literal, Sequence, Union
 from pydantic import Field, StrictStr
 
 from ..errors import InvalidRequestError
-from ..validation import validate_model
+from ..util.validation import validate_model
 from .wire import Wire, bad_value, path, reject_unsupported, tag
 
 Status = Literal["in_progress", "completed", "incomplete"]

@@ -13,8 +13,8 @@ from typing import Any, Literal, Sequence, Union
 from pydantic import Field, StrictBool, StrictStr
 
 from ..errors import InvalidRequestError
-from ..validation import validate_model
-from .schema_check import check_schema
+from ..util.validation import validate_model
+from ..structured.schema_check import check_schema
 from .wire import Wire, bad_value, path, reject_unsupported, tag
 
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"

@@ -15,11 +15,11 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..conversation import Conversation, image_parts
-from ..drain import answer_json, stream_frames
+from ..pipeline.conversation import Conversation, image_parts
+from ..http.drain import answer_json, stream_frames
 from ..errors import InvalidRequestError, MayaError
-from ..events import Failed, PipelineEvent, Usage
-from ..generation import GenerationService, GenerationSettings, PreparedGeneration
+from ..pipeline.events import Failed, PipelineEvent, Usage
+from ..pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..http.body import BodyLimits, read_json
 from ..http.image_loading import load_admitted
 from ..http.shutdown import shutdown_error
@@ -27,12 +27,12 @@ from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
 from .background import start_job
 from .convert import to_conversation, to_settings
-from .publish_gate import PublishGate, gated
+from ..structured.gate import PublishGate, gated
 from .jobs import JobManager
 from .request import ResponsesRequest, parse_responses_request
 from .store import ResponseStore
 from .stored_turn import StoredTurn
-from .structured import StructuredValidator
+from ..structured.validator import StructuredValidator
 
 def responses_router(
     service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str, limits: BodyLimits,

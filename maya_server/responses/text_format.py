@@ -12,8 +12,8 @@ from typing import Any, Literal, Sequence, Union
 from pydantic import Field, StrictBool, StrictStr
 
 from ..errors import InvalidRequestError
-from ..validation import validate_model
-from .schema_check import check_schema
+from ..util.validation import validate_model
+from ..structured.schema_check import check_schema
 from .wire import Wire, bad_value, path, tag
 
 

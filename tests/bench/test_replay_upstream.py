@@ -25,7 +25,7 @@ from maya_server.engine.upstream_wire import (
     completion_request, native_completion_request, parse_event, parse_native_event,
 )
 from maya_server.engine_setup import create_engine
-from maya_server.hf_tokenizer import HfTokenizer
+from maya_server.model.hf_tokenizer import HfTokenizer
 from tests.gguf_model_dir import write_model_dir
 from tests.llama_server import LlamaServer
 from tests.server import RunningServer

@@ -20,14 +20,14 @@ import httpx
 import openai
 import pytest
 
-from maya_server.dialects import get_dialect
+from maya_server.families import get_dialect
 from maya_server.engine_setup import create_engine
-from maya_server.gguf_metadata import read_gguf_metadata
-from maya_server.gguf_vocabulary import CONTROL
+from maya_server.model.gguf_metadata import read_gguf_metadata
+from maya_server.model.gguf_vocabulary import CONTROL
 
-from tests.dialects.conversations import CONVERSATIONS, openai_messages, tool_dicts
-from tests.dialects.test_deepseek_v4_golden import official_text as deepseek_official_text
-from tests.dialects.test_prompt_safety import hostile_conversation
+from tests.families.conversations import CONVERSATIONS, openai_messages, tool_dicts
+from tests.families.test_deepseek_v4_golden import official_text as deepseek_official_text
+from tests.families.test_prompt_safety import hostile_conversation
 from tests.embedded import child_http, embedded_config, start_cli
 from tests.family_models import family_model
 

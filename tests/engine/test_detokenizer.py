@@ -10,12 +10,12 @@ import pytest
 
 from maya_server.config import default_model_path
 from maya_server.engine.detokenizer import IncrementalDetokenizer
-from maya_server.gguf_metadata import read_gguf_metadata
-from maya_server.gguf_vocabulary import GgufVocabulary
+from maya_server.model.gguf_metadata import read_gguf_metadata
+from maya_server.model.gguf_vocabulary import GgufVocabulary
 
-from maya_server.hf_tokenizer import HfTokenizer
+from maya_server.model.hf_tokenizer import HfTokenizer
 
-from tests.dialects.official import extract_tokenizer
+from tests.families.official import extract_tokenizer
 from tests.gguf_model_dir import smollm2_tokenizer
 
 PIECES = list("abc XYZ  \n\t日本語ünï🎉🐉,.-_") + ["<|im_start|>", "<|im_end|>", " the", "12345", "  "]

@@ -11,8 +11,8 @@ import pytest
 from maya_server.config import default_model_path
 from maya_server.engine.llama_tokenizer import ENTRY_OVERHEAD, LlamaServerTokenizer, TokenCache, TokenCacheCollector
 from maya_server.errors import UpstreamError, UpstreamUnavailable
-from maya_server.gguf_metadata import read_gguf_metadata
-from maya_server.gguf_vocabulary import GgufVocabulary
+from maya_server.model.gguf_metadata import read_gguf_metadata
+from maya_server.model.gguf_vocabulary import GgufVocabulary
 
 from tests.gguf_model_dir import smollm2_tokenizer
 

@@ -14,7 +14,7 @@ import pytest
 from maya_server.config import ServerConfig
 from maya_server.engine_setup import create_engine
 from maya_server.errors import ConfigError
-from maya_server.hf_tokenizer import HfTokenizer
+from maya_server.model.hf_tokenizer import HfTokenizer
 
 from tests.fake_upstream import FakeUpstream
 from tests.llama_server import LlamaServer

@@ -14,10 +14,10 @@ import openai
 import pytest
 
 from maya_server.config import ServerConfig
-from maya_server.dialects import get_dialect
+from maya_server.families import get_dialect
 from maya_server.engine_setup import create_engine
-from maya_server.conversation import Conversation, Message, TextPart
-from maya_server.hf_tokenizer import HfTokenizer
+from maya_server.pipeline.conversation import Conversation, Message, TextPart
+from maya_server.model.hf_tokenizer import HfTokenizer
 
 from tests.llama_server import LlamaServer
 from tests.server import RunningServer, wait_for

@@ -9,7 +9,7 @@ from maya_server.engine.detokenizer import MAX_PENDING, IncrementalDetokenizer
 from maya_server.engine.upstream_stream import GRACE_EVENTS, UNKNOWN_ID, TokenStream
 from maya_server.engine.upstream_wire import UpstreamChunk
 from maya_server.errors import UpstreamError
-from maya_server.hf_tokenizer import HfTokenizer
+from maya_server.model.hf_tokenizer import HfTokenizer
 
 from tests.gguf_model_dir import write_model_dir
 

@@ -14,7 +14,7 @@ import pytest
 from maya_server.http.shutdown import SHUTDOWN_CODE
 
 from tests.server import prometheus_values, wait_for
-from tests.test_images import Stalling
+from tests.images.test_loader import Stalling
 
 
 @pytest.fixture

@@ -1,0 +1,48 @@
+"""The dialect boundary.
+
+A dialect knows one model family's prompt format and output syntax, nothing
+about HTTP. Example::
+
+    dialect = get_dialect("glm")
+    prompt = dialect.render(conversation)          # Prompt of control/plain segments
+    ids = prompt.token_ids(tokenizer)
+    parser = dialect.parser(conversation, new_call_id)
+    for piece in engine_text_pieces:
+        for event in parser.feed(piece):
+            ...
+    events = parser.finish("stop")                 # or "length"
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Literal, Protocol
+
+from ..pipeline.conversation import Conversation
+from ..pipeline.events import ParserEvent
+from ..model.tokenizer import Prompt
+
+EndReason = Literal["stop", "length"]
+
+
+class StreamParser(Protocol):
+    def feed(self, text: str) -> list[ParserEvent]:
+        """Consume the next piece of model output (any split); return the events it completes."""
+
+    def finish(self, reason: EndReason) -> list[ParserEvent]:
+        """The stream ended: by end-of-turn (`stop`) or by the output limit (`length`)."""
+
+
+class Dialect(Protocol):
+    name: str
+    stop_texts: tuple[str, ...]
+    """Special-token texts that end the assistant's turn."""
+
+    def render(self, conversation: Conversation) -> Prompt:
+        """The prompt the model's official template produces, ending with the assistant's generation prompt."""
+
+    def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
+        """A fresh incremental parser for one generation of `conversation`.
+
+        It knows the declared tools (to type arguments) and whether the rendered
+        generation prompt left the model inside its reasoning block.
+        """

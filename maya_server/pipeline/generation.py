@@ -1,0 +1,303 @@
+"""The generation pipeline shared by both APIs.
+
+    conversation ─► images fetched, checked, decoded                  (load_images: may raise 400)
+                ─► dialect.render ─► token ids ─► context check      (prepare: may raise 400)
+                ─► a place in the engine FIFO                          (admit: may raise 429)
+                ─► engine slot ─► engine tokens ─► stop strings
+                ─► dialect parser ─► tool policy ─► neutral events      (run)
+
+Admission is its own step so that a route refuses a full queue before its
+response starts. `run` yields the parser's events, then exactly one
+`Finished` or `Failed`; with `report_progress` it first yields `PromptProgress`
+(the engine's own, or a synthesized start and end for engines that report nothing).
+Every parser event passes the request's `ToolPolicy` (`tool_policy.py`) before
+it is yielded, so both APIs enforce tools the same way. Leaving the iteration
+early (client gone) cancels the engine and releases the admission.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from .conversation import Conversation, image_parts
+from ..families.base import Dialect, StreamParser
+from ..engine.base import Engine, Generation, SamplingParams
+from ..engine.fifo import Admission, EngineQueue
+from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
+from ..images.loader import ImageLimits, ImageLoader
+from .events import Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, Usage
+from ..metrics import Metrics
+from .stop_strings import StopStringMatcher
+from .tool_policy import ToolPolicy
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    max_tool_calls: int | None = None
+    """The turn ends once this many calls are complete; a call past it is never published."""
+    report_progress: bool = False
+
+
+@dataclass(frozen=True)
+class PreparedGeneration:
+    conversation: Conversation
+    prompt_ids: list[int]
+    params: SamplingParams
+    stop: tuple[str, ...]
+    max_tool_calls: int | None = None
+    report_progress: bool = False
+    images: tuple[bytes, ...] = ()
+    image_positions: tuple[int, ...] = ()
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class GenerationService:
+    """Runs conversations through one dialect and one engine behind one FIFO."""
+
+    def __init__(self, engine: Engine, dialect: Dialect, queue: EngineQueue, metrics: Metrics,
+                 images: ImageLoader | None = None) -> None:
+        self.engine = engine
+        self.dialect = dialect
+        self.queue = queue
+        self.metrics = metrics
+        self.images = images or ImageLoader(ImageLimits(), metrics)
+        self._stop_ids = frozenset(
+            i for i in (engine.token_id(text) for text in dialect.stop_texts) if i is not None
+        )
+
+    def check_images(self, conversation: Conversation) -> None:
+        """Refuse images before any work (400 at the image's param): the one place that asks whether the
+        engine takes images at all, then their count and each URL's form (nothing is fetched)."""
+        parts = image_parts(conversation)
+        if not parts:
+            return
+        if not self.engine.accepts_images:
+            self.metrics.image_rejections.labels("no_vision").inc()
+            raise InvalidRequestError(f"Image inputs are not supported here: {self.engine.images_refusal}.",
+                                      param=parts[0].param, code="images_not_supported")
+        self.images.check(conversation)
+
+    async def load_images(self, conversation: Conversation) -> Conversation:
+        """Fetch and decode the conversation's images (400 at the image's param on any failure, 429 when the
+        server's image memory is full); `check_images` first."""
+        self.check_images(conversation)
+        if not image_parts(conversation):
+            return conversation
+        return await self.images.load(conversation)
+
+    async def prepare_async(self, conversation: Conversation, settings: GenerationSettings, *,
+                            context_param: str = "messages", large: bool = False) -> PreparedGeneration:
+        """`prepare`, in a worker thread when it may block the event loop: a `large` request (its render is long),
+        or an engine whose tokenizer waits on I/O (the embedded engine asks llama-server for uncached runs)."""
+        if large or self.engine.blocking_tokenizer:
+            return await asyncio.to_thread(self.prepare, conversation, settings, context_param=context_param)
+        return self.prepare(conversation, settings, context_param=context_param)
+
+    def prepare(
+        self, conversation: Conversation, settings: GenerationSettings, *, context_param: str = "messages"
+    ) -> PreparedGeneration:
+        """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call.
+        Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context."""
+        prompt = self.dialect.render(conversation)
+        prompt_ids, positions = prompt.tokenize(self.engine.tokenizer)
+        images = tuple(p.data for p in image_parts(conversation))
+        if len(images) != len(positions) or any(data is None for data in images):
+            raise EngineError("the conversation's images were not loaded before prepare")
+        if images and prompt.plain_text_spells_control(self.engine.tokenizer):
+            # an image prompt reaches llama-server as text, where such a spelling would become a control token
+            self.metrics.image_rejections.labels("control_text").inc()
+            raise InvalidRequestError(
+                "A request with images cannot contain text that spells one of the model's special tokens "
+                "(such as a turn marker): the engine takes image prompts as text and would read it as that "
+                "token. Remove the special-token text, or send the text without images.",
+                param=context_param, code="special_token_text_with_images",
+            )
+        prompt_tokens = len(prompt_ids) + len(images) * self.engine.image_tokens
+        context = self.engine.context_size
+        room = context - prompt_tokens
+        if settings.max_tokens is not None and settings.max_tokens > room:
+            raise ContextLengthExceeded(
+                f"This model's maximum context length is {context} tokens. However, you requested "
+                f"{prompt_tokens + settings.max_tokens} tokens ({prompt_tokens} in the messages, "
+                f"{settings.max_tokens} in the completion). Please reduce the length of the messages or completion.",
+                param=context_param,
+            )
+        if room <= 0:
+            raise ContextLengthExceeded(
+                f"This model's maximum context length is {context} tokens, and the messages alone "
+                f"take {prompt_tokens} tokens. Please reduce the length of the messages.",
+                param=context_param,
+            )
+        params = SamplingParams(
+            max_tokens=settings.max_tokens if settings.max_tokens is not None else room,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            presence_penalty=settings.presence_penalty,
+            frequency_penalty=settings.frequency_penalty,
+            seed=settings.seed,
+            stop_token_ids=self._stop_ids,
+        )
+        return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,
+                                  settings.report_progress, images, positions)
+
+    def admit(self, *, bounded: bool = True) -> Admission:
+        """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
+        `run` releases it; a caller that never runs it releases it itself."""
+        return self.queue.admit(bounded=bounded)
+
+    async def run(self, prepared: PreparedGeneration, admission: Admission) -> AsyncIterator[PipelineEvent]:
+        generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
+                                report_progress=prepared.report_progress, images=prepared.images,
+                                image_positions=prepared.image_positions)
+        state = _RunState(
+            generation=generation,
+            parser=self.dialect.parser(prepared.conversation, new_call_id),
+            stops=StopStringMatcher(prepared.stop),
+            policy=ToolPolicy(prepared.conversation, prepared.max_tool_calls),
+        )
+        events = self._generate(state)
+        try:
+            await admission.wait()
+            async for event in events:
+                yield event
+        finally:
+            generation.cancel()  # no-op when finished; stops the engine when our reader left
+            try:
+                await events.aclose()  # the engine's stream closes now, not when the collector finds it
+            finally:
+                admission.release()
+                self._count(state)
+
+    async def _generate(self, state: "_RunState") -> AsyncIterator[PipelineEvent]:
+        started = time.perf_counter()
+        synthesized = _SynthesizedProgress(state.generation, started) if self._synthesizes_progress(state) else None
+        if synthesized is not None:
+            yield synthesized.start()
+        tokens = self.engine.generate(state.generation)
+        awaiting_first = True
+        try:
+            async for token in tokens:
+                if isinstance(token, PromptProgress):
+                    yield token
+                    continue
+                if synthesized is not None:
+                    yield synthesized.end()
+                    synthesized = None
+                if awaiting_first:  # the first token yielded, whatever count an upstream's first chunk brought
+                    self.metrics.first_token_seconds.observe(time.perf_counter() - started)
+                    awaiting_first = False
+                events = state.parser.feed(state.stops.feed(token.text))
+                for event in events:
+                    if isinstance(event, ReasoningDelta):
+                        state.reasoning_tokens += 1
+                        break
+                for event in events:
+                    failure = state.policy.check(event)
+                    if failure is not None:
+                        yield Failed(failure, state.usage())
+                        return
+                    if state.policy.over_limit:
+                        break  # a call past the limit is dropped with whatever follows it
+                    yield event
+                    if state.policy.done:
+                        break  # the turn is over; nothing after its last call is published
+                if state.stops.matched or state.policy.done:
+                    break
+        except EngineError as exc:
+            yield Failed(exc, state.usage())
+            return
+        finally:
+            await tokens.aclose()  # closing the engine's stream stops it, whoever ended the turn
+        if synthesized is not None:
+            yield synthesized.end()  # a turn that produced no token still finished its prompt
+        if state.stops.matched or state.policy.done:
+            state.ended_by_pipeline = True  # we ended the turn, not the client
+        for event in self._finish(state):
+            yield event
+
+    def _synthesizes_progress(self, state: "_RunState") -> bool:
+        return state.generation.report_progress and not self.engine.reports_prompt_progress
+
+    @staticmethod
+    def _finish(state: "_RunState") -> list[PipelineEvent]:
+        ended_by_limit = state.generation.stats.finish_reason == "length"
+        rest: list[PipelineEvent] = []
+        if not state.policy.over_limit:  # a turn ended at a call limit drops what the model wrote after it
+            tail = state.parser.feed(state.stops.flush()) if not state.stops.matched else []
+            rest = tail + state.parser.finish("length" if ended_by_limit else "stop")
+        events: list[PipelineEvent] = []
+        for event in rest:
+            failure = state.policy.check(event)
+            if failure is not None:
+                return events + [Failed(failure, state.usage())]
+            events.append(event)
+        if ended_by_limit:
+            events.append(Finished("length", state.usage()))
+        elif state.policy.calls_finished:
+            events.append(Finished("tool_calls", state.usage()))
+        elif state.policy.requires_call:
+            events.append(Failed(ToolPolicyError("the model did not produce the required tool call"), state.usage()))
+        else:
+            events.append(Finished("stop", state.usage()))
+        return events
+
+    def _count(self, state: "_RunState") -> None:
+        stats = state.generation.stats
+        self.metrics.prompt_tokens.inc(stats.prompt_tokens)
+        self.metrics.cached_tokens.inc(stats.cached_tokens)
+        self.metrics.generated_tokens.inc(stats.generated_tokens)
+        self.metrics.generations.labels(state.finish_reason).inc()
+
+
+@dataclass
+class _RunState:
+    generation: Generation
+    parser: StreamParser
+    stops: StopStringMatcher
+    policy: "ToolPolicy"
+    reasoning_tokens: int = 0
+    ended_by_pipeline: bool = False
+    """The pipeline ended the turn (a stop string, the tool policy) and closed the engine, whose own record
+    then says `cancelled`: the turn's outcome is `stop`."""
+
+    @property
+    def finish_reason(self) -> str:
+        """The turn's outcome for the `generations` metric: ours when we ended it, else the engine's."""
+        return "stop" if self.ended_by_pipeline else self.generation.stats.finish_reason or "cancelled"
+
+    def usage(self) -> Usage:
+        stats = self.generation.stats
+        return Usage(stats.prompt_tokens, stats.cached_tokens, stats.generated_tokens, self.reasoning_tokens)
+
+
+class _SynthesizedProgress:
+    """Prompt progress for an engine that reports none: nothing processed when the generation starts,
+    the whole prompt (with the engine's cached count) once its first token arrives."""
+
+    def __init__(self, generation: Generation, started: float) -> None:
+        self._generation = generation
+        self._started = started
+
+    def start(self) -> PromptProgress:
+        return PromptProgress(total=len(self._generation.prompt_ids), cache=0, processed=0, time_ms=0)
+
+    def end(self) -> PromptProgress:
+        total = len(self._generation.prompt_ids)
+        cache = min(self._generation.stats.cached_tokens, total)
+        elapsed_ms = int((time.perf_counter() - self._started) * 1000)
+        return PromptProgress(total=total, cache=cache, processed=total, time_ms=elapsed_ms)
