@@ -42,7 +42,7 @@ from continuation_ttft import report as report_continuation  # noqa: E402
 from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
-from maya_server.pipeline.conversation import Conversation, Message, TextPart  # noqa: E402
+from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.families import get_dialect  # noqa: E402
 from maya_server.engine.llama_tokenizer import LlamaServerTokenizer, TokenCache  # noqa: E402
 from maya_server.families.detection import family_from_template  # noqa: E402

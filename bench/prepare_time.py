@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from maya_server.pipeline.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec  # noqa: E402
+from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec  # noqa: E402
 from maya_server.families import get_dialect  # noqa: E402
 from maya_server.engine.llama_tokenizer import TokenCache  # noqa: E402
 from maya_server.engine_setup import create_engine  # noqa: E402

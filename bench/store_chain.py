@@ -25,8 +25,8 @@ import time
 
 import orjson
 
-from maya_server.pipeline.events import TextDelta
-from maya_server.pipeline.events import Finished, Usage
+from maya_server.neutral.events import TextDelta
+from maya_server.neutral.events import Finished, Usage
 from maya_server.responses.assembler import ResponseAssembler
 from maya_server.responses.request import parse_responses_request
 from maya_server.responses.settings import ResponsesSettings

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
-from maya_server.pipeline.conversation import Conversation, Message, TextPart  # noqa: E402
+from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.families import get_dialect  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
 from maya_server.engine.upstream_wire import NATIVE_PATH, native_completion_request  # noqa: E402

@@ -335,7 +335,7 @@ def _image_loader(location: str | None = None):
 def _load(loader, url: str):
     import asyncio
 
-    from maya_server.pipeline.conversation import Conversation, ImagePart, Message
+    from maya_server.neutral.conversation import Conversation, ImagePart, Message
     from maya_server.errors import ImageError
 
     try:

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from maya_server.pipeline.conversation import Conversation, Message, TextPart  # noqa: E402
+from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.families import get_dialect  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
 from maya_server.engine.upstream_wire import completion_request, native_completion_request  # noqa: E402

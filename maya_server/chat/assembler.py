@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..pipeline.events import (
+from ..neutral.events import (
     Failed, Finished, McpRoundLimitReached, McpToolCall, McpToolResult, PipelineEvent, PromptProgress, ReasoningDelta,
     TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..pipeline.conversation import (
+from ..neutral.conversation import (
     Conversation, ImagePart, Message, NamedToolChoice, Part, TextPart, ToolCall, ToolResult, ToolSpec, Turn,
 )
 from ..errors import InvalidRequestError

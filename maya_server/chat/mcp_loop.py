@@ -21,10 +21,10 @@ from typing import AsyncIterator, Mapping
 
 import orjson
 
-from ..pipeline.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
+from ..neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
 from ..errors import InvalidRequestError, MayaError
 from ..engine.fifo import Admission
-from ..pipeline.events import (
+from ..neutral.events import (
     Failed, Finished, LoopEvent, McpRoundLimitReached, McpToolCall, McpToolResult, PipelineEvent, ReasoningDelta,
     TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )

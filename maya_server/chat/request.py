@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from ..pipeline.conversation import ReasoningEffort
+from ..neutral.conversation import ReasoningEffort
 from ..errors import InvalidRequestError
 from ..util.validation import validate_model
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..http.drain import answer_json, stream_frames
-from ..pipeline.events import Failed, PipelineEvent
+from ..neutral.events import Failed, PipelineEvent
 from ..pipeline.generation import GenerationService
 from ..http.body import BodyLimits, read_json
 from ..http.errors import error_response

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Literal, Sequence, Union
 
 from ..errors import EngineError
-from ..pipeline.events import PromptProgress
+from ..neutral.events import PromptProgress
 from ..model.tokenizer import Tokenizer
 
 EngineFinishReason = Literal["stop", "length"]

@@ -30,7 +30,7 @@ from typing import Any, Iterable, Literal
 import orjson
 
 from ..errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
-from ..pipeline.events import PromptProgress
+from ..neutral.events import PromptProgress
 from .base import SamplingParams
 
 UpstreamKind = Literal["llama-server", "vllm", "sglang", "openai"]

@@ -11,7 +11,7 @@ checks, judge the value; the syntax was fine).
 
 from __future__ import annotations
 
-from ..pipeline.conversation import ToolSpec
+from ..neutral.conversation import ToolSpec
 from ..errors import TooDeep
 from ..util.json_depth import MAX_JSON_DEPTH, loads_bounded
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Callable, Literal, Protocol
 
-from ..pipeline.conversation import Conversation
-from ..pipeline.events import ParserEvent
+from ..neutral.conversation import Conversation
+from ..neutral.events import ParserEvent
 from ..model.tokenizer import Prompt
 
 EndReason = Literal["stop", "length"]

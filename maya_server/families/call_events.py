@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Literal
 
-from ..pipeline.events import (
+from ..neutral.events import (
     ParserEvent,
     ToolCallArgumentsDelta,
     ToolCallFinished,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..pipeline.conversation import Conversation, ImagePart, Message, Part, ToolResult, Turn
+from ..neutral.conversation import Conversation, ImagePart, Message, Part, ToolResult, Turn
 from ..model.tokenizer import Prompt, PromptBuilder
 from .base import StreamParser
 from .call_events import json_text

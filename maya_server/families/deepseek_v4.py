@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..pipeline.conversation import Conversation, ImagePart, Message, Part, ToolResult
+from ..neutral.conversation import Conversation, ImagePart, Message, Part, ToolResult
 from ..model.tokenizer import Prompt, PromptBuilder
 from .base import StreamParser
 from .call_events import json_text

@@ -14,7 +14,7 @@ import re
 from enum import Enum
 from typing import Callable
 
-from ..pipeline.conversation import ToolSpec
+from ..neutral.conversation import ToolSpec
 from ..errors import TooDeep
 from ..util.json_depth import MAX_JSON_DEPTH
 from .argument_types import is_plain_string, parameter_schema, typed_value

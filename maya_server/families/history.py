@@ -15,7 +15,7 @@ expects standing instructions, before any turn.
 
 from __future__ import annotations
 
-from ..pipeline.conversation import Conversation, Message, TextPart, ToolCall, ToolSpec, Turn
+from ..neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolSpec, Turn
 from ..util.json_depth import loads_bounded
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Protocol
 
-from ..pipeline.events import ParserEvent, ReasoningDelta, ReasoningFinished, TextDelta
+from ..neutral.events import ParserEvent, ReasoningDelta, ReasoningFinished, TextDelta
 from .base import EndReason
 from .call_events import CallEmitter, InvalidReason
 from .tag_scanner import TagScanner

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from ..pipeline.conversation import Conversation, image_parts
+from ..neutral.conversation import Conversation, image_parts
 from ..engine.fifo import Admission
 from ..errors import ShuttingDown
 from ..pipeline.generation import GenerationService

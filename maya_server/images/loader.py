@@ -30,7 +30,7 @@ from typing import Callable, TypeVar
 import httpx
 
 from ..config import ServerConfig
-from ..pipeline.conversation import Conversation, ImagePart, Message, ToolResult, image_parts
+from ..neutral.conversation import Conversation, ImagePart, Message, ToolResult, image_parts
 from ..errors import BadImage, ImageError, RateLimitError
 from .decode import decode_to_png
 from .encoder import ImageBound, bound_for, read_projector

@@ -24,13 +24,13 @@ import uuid
 from dataclasses import dataclass
 from typing import AsyncIterator
 
-from .conversation import Conversation, image_parts
+from ..neutral.conversation import Conversation, image_parts
 from ..families.base import Dialect, StreamParser
 from ..engine.base import Engine, Generation, SamplingParams
 from ..engine.fifo import Admission, EngineQueue
 from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
 from ..images.loader import ImageLimits, ImageLoader
-from .events import Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, Usage
+from ..neutral.events import Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, Usage
 from ..metrics import Metrics
 from .stop_strings import StopStringMatcher
 from .tool_policy import ToolPolicy

@@ -13,9 +13,9 @@ named choice that produced no call fails the turn when it ends.
 
 from __future__ import annotations
 
-from .conversation import Conversation, NamedToolChoice
+from ..neutral.conversation import Conversation, NamedToolChoice
 from ..errors import MayaError, ToolPolicyError
-from .events import ParserEvent, ToolCallFinished, ToolCallInvalid, ToolCallStarted
+from ..neutral.events import ParserEvent, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 
 
 class ToolPolicy:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import MayaError
-from ..pipeline.events import (
+from ..neutral.events import (
     Failed, Finished, PipelineEvent, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
     ToolCallInvalid, ToolCallStarted, Usage,
 )

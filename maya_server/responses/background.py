@@ -18,7 +18,7 @@ import orjson
 from starlette.responses import Response
 
 from ..errors import ConflictError, GoneError, InvalidRequestError, StorageCapacityError
-from ..pipeline.events import PipelineEvent
+from ..neutral.events import PipelineEvent
 from ..http.sse import EventStreamResponse
 from ..util.kept_json import dumps_kept
 from .assembler import ResponseAssembler

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence, Union
 
-from ..pipeline.conversation import (
+from ..neutral.conversation import (
     Conversation, ImagePart, Message, NamedToolChoice, Part, TextPart, ToolCall, ToolResult, ToolSpec, Turn,
 )
 from ..errors import InvalidRequestError

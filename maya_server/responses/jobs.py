@@ -36,7 +36,7 @@ from ..errors import (
     RateLimitError, ServiceUnavailableError, StorageCapacityError,
 )
 from ..http.drain import drain
-from ..pipeline.events import PipelineEvent
+from ..neutral.events import PipelineEvent
 from .assembler import ResponseAssembler
 from .event_log import EventLog
 from .settings import ResponsesSettings

@@ -18,7 +18,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 
-from ..pipeline.conversation import ReasoningEffort
+from ..neutral.conversation import ReasoningEffort
 from ..errors import InvalidRequestError
 from ..util.validation import validate_model
 from .request_items import InputItem, parse_input

@@ -15,10 +15,10 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..pipeline.conversation import Conversation, image_parts
+from ..neutral.conversation import Conversation, image_parts
 from ..http.drain import answer_json, stream_frames
 from ..errors import InvalidRequestError, MayaError
-from ..pipeline.events import Failed, PipelineEvent, Usage
+from ..neutral.events import Failed, PipelineEvent, Usage
 from ..pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..http.body import BodyLimits, read_json
 from ..http.image_loading import load_admitted

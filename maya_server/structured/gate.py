@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import AsyncIterator
 
 from ..errors import StructuredOutputError
-from ..pipeline.events import Failed, Finished, PipelineEvent, TextDelta, ToolCallFinished, ToolCallStarted
+from ..neutral.events import Failed, Finished, PipelineEvent, TextDelta, ToolCallFinished, ToolCallStarted
 from .validator import MAX_OUTPUT_BYTES, StructuredValidator
 
 EVENT_OVERHEAD_BYTES = 64

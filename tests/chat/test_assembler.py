@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from maya_server.chat.assembler import ChatAssembler
 from maya_server.errors import EngineError
-from maya_server.pipeline.events import (
+from maya_server.neutral.events import (
     Failed, Finished, PromptProgress, ReasoningDelta, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted,
     Usage,
 )
-from maya_server.pipeline.events import McpToolCall, McpToolResult
+from maya_server.neutral.events import McpToolCall, McpToolResult
 
 USAGE = Usage(prompt_tokens=11, cached_tokens=3, completion_tokens=5, reasoning_tokens=2)
 USAGE_BODY = {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16,

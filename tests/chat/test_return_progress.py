@@ -9,7 +9,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from maya_server.pipeline.events import PromptProgress
+from maya_server.neutral.events import PromptProgress
 from maya_server.engine.scripted import ScriptedEngine
 from maya_server.engine.upstream_wire import completion_request, native_completion_request, parse_event
 from maya_server.engine.base import SamplingParams

@@ -21,7 +21,7 @@ import maya_server
 from maya_server.engine.base import (
     Counts, Engine, Finish, GeneratedToken, Generation, GenerationStats, SamplingParams,
 )
-from maya_server.pipeline.events import PromptProgress
+from maya_server.neutral.events import PromptProgress
 from maya_server.engine.scripted import ScriptTokenizer
 from maya_server.errors import EngineError
 

@@ -21,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from maya_server.pipeline.conversation import Conversation, Message, TextPart
+from maya_server.neutral.conversation import Conversation, Message, TextPart
 from maya_server.families import get_dialect
 from maya_server.engine.llama_server import LlamaServerOptions, LlamaServerProcess
 from maya_server.errors import ConfigError, EngineStartError

@@ -16,7 +16,7 @@ import pytest
 from maya_server.config import ServerConfig
 from maya_server.families import get_dialect
 from maya_server.engine_setup import create_engine
-from maya_server.pipeline.conversation import Conversation, Message, TextPart
+from maya_server.neutral.conversation import Conversation, Message, TextPart
 from maya_server.model.hf_tokenizer import HfTokenizer
 
 from tests.llama_server import LlamaServer

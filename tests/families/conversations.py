@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from maya_server.pipeline.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
+from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
 
 WEATHER = ToolSpec(
     name="get_weather",

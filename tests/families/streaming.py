@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from itertools import count
 
-from maya_server.pipeline.events import (
+from maya_server.neutral.events import (
     ReasoningDelta,
     TextDelta,
     ToolCallArgumentsDelta,

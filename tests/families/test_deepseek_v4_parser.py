@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from maya_server.pipeline.conversation import Conversation
+from maya_server.neutral.conversation import Conversation
 from maya_server.families.deepseek_v4 import DeepSeekV4Dialect
-from maya_server.pipeline.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta
+from maya_server.neutral.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta
 
 from tests.families.conversations import TOOLS, user
 from tests.families.official import dsv4_encoding

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from maya_server.pipeline.conversation import Conversation
+from maya_server.neutral.conversation import Conversation
 from maya_server.families import get_dialect
 
 from tests.families.conversations import CONVERSATIONS, TOOLS, user

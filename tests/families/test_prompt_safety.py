@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from tokenizers import Tokenizer
 
-from maya_server.pipeline.conversation import Conversation, ImagePart, Message, TextPart, ToolResult, ToolSpec
+from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart, ToolResult, ToolSpec
 from maya_server.families import get_dialect
 
 from tests.families.conversations import TOOLS, call, system, user

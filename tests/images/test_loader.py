@@ -15,7 +15,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from maya_server.pipeline.conversation import Conversation, ImagePart, Message, TextPart
+from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart
 from maya_server.images.loader import ImageError, ImageLimits, ImageLoader
 from maya_server.metrics import Metrics
 

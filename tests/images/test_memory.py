@@ -11,7 +11,7 @@ import threading
 import pytest
 from PIL import Image
 
-from maya_server.pipeline.conversation import Conversation, ImagePart, Message
+from maya_server.neutral.conversation import Conversation, ImagePart, Message
 from maya_server.errors import ImageError, RateLimitError
 from maya_server.images.decode import decoded_bytes
 from maya_server.images.memory import ImageMemory

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from maya_server.pipeline.conversation import Conversation, ImagePart, Message, TextPart
+from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart
 from maya_server.errors import BadImage
 from maya_server.images.url import parse_fetch_url, redirect_target
 from maya_server.images.loader import ImageError, ImageLimits, ImageLoader

@@ -10,13 +10,13 @@ import asyncio
 
 import pytest
 
-from maya_server.pipeline.conversation import Conversation, Message, NamedToolChoice, TextPart, ToolSpec
+from maya_server.neutral.conversation import Conversation, Message, NamedToolChoice, TextPart, ToolSpec
 from maya_server.families import get_dialect
 from maya_server.engine.base import Counts
 from maya_server.engine.fifo import EngineQueue
 from maya_server.engine.scripted import ScriptedEngine
 from maya_server.errors import ContextLengthExceeded, EngineError, ToolPolicyError
-from maya_server.pipeline.events import (
+from maya_server.neutral.events import (
     Failed, Finished, PromptProgress, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted,
 )
 from maya_server.pipeline.generation import GenerationService, GenerationSettings

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from maya_server.pipeline.conversation import Conversation, Message, NamedToolChoice, TextPart, ToolSpec
+from maya_server.neutral.conversation import Conversation, Message, NamedToolChoice, TextPart, ToolSpec
 from maya_server.errors import ToolPolicyError
-from maya_server.pipeline.events import TextDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
+from maya_server.neutral.events import TextDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted
 from maya_server.pipeline.tool_policy import ToolPolicy
 
 TOOLS = (ToolSpec("get_weather"), ToolSpec("get_time"))

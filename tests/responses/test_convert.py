@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from maya_server.pipeline.conversation import ImagePart, Message, NamedToolChoice, TextPart, ToolCall, ToolResult, ToolSpec
+from maya_server.neutral.conversation import ImagePart, Message, NamedToolChoice, TextPart, ToolCall, ToolResult, ToolSpec
 from maya_server.errors import InvalidRequestError
 from maya_server.responses.convert import to_conversation, to_settings
 from maya_server.responses.request_items import parse_input

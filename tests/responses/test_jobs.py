@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from maya_server.errors import JobCleanupError
-from maya_server.pipeline.events import Finished, TextDelta, Usage
+from maya_server.neutral.events import Finished, TextDelta, Usage
 from maya_server.responses.assembler import ResponseAssembler
 from maya_server.responses.event_log import EventLog
 from maya_server.responses.jobs import Job, JobManager

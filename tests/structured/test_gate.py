@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from maya_server.errors import EngineError, StructuredOutputError
-from maya_server.pipeline.events import (
+from maya_server.neutral.events import (
     Failed, Finished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
 )
 from maya_server.structured.gate import PublishGate, gated
