@@ -14,13 +14,14 @@ from maya_server.neutral.conversation import Conversation, Message, NamedToolCho
 from maya_server.families import get_dialect
 from maya_server.engine.base import Counts
 from maya_server.engine.fifo import EngineQueue
-from maya_server.engine.scripted import ScriptedEngine
 from maya_server.errors import ContextLengthExceeded, EngineError, ToolPolicyError
 from maya_server.neutral.events import (
     Failed, Finished, PromptProgress, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted,
 )
 from maya_server.pipeline.generation import GenerationService, GenerationSettings
 from maya_server.metrics import Metrics
+
+from tests.scripted import RecordingScriptedEngine
 
 WEATHER = ToolSpec("get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
 
@@ -30,7 +31,7 @@ def call(name: str, city: str = "Paris") -> str:
 
 
 def make_service(script, *, context_size: int = 4096, delay: float = 0.0) -> GenerationService:
-    engine = ScriptedEngine(list(script), context_size=context_size, delay=delay)
+    engine = RecordingScriptedEngine(list(script), context_size=context_size, delay=delay)
     return GenerationService(engine, get_dialect("chatml"), EngineQueue(slots=1, max_queue=4), Metrics())
 
 
@@ -224,7 +225,7 @@ def test_an_engine_failure_becomes_failed_with_engine_error():
     assert service.queue.busy == 0
 
 
-class _BatchingEngine(ScriptedEngine):
+class _BatchingEngine(RecordingScriptedEngine):
     """An upstream-like engine: its own count runs ahead of the tokens it yields (a chunk of several ids)."""
 
     async def _stream(self, generation):
