@@ -72,6 +72,16 @@ def test_text_after_reasoning_closes_the_reasoning_even_without_its_end_marker()
     assert [item.status for item in result.final.output] == ["completed", "completed"]
 
 
+def test_reasoning_the_model_closed_stays_complete_when_the_output_limit_follows_at_once():
+    """The reasoning item closes at the model's end marker, not at the turn's end: a limit that cuts the
+    turn right after it leaves the response incomplete but the reasoning whole."""
+    result = stream(assembler(), [ReasoningDelta("all my thoughts"), ReasoningFinished(), Finished("length", USAGE)])
+    assert result.shape() == OPENING + REASONING + ["response.incomplete"]
+    [reasoning] = result.raw[-1]["response"]["output"]
+    assert reasoning["status"] == "completed"
+    assert result.index("response.output_item.done") < result.index("response.incomplete")
+
+
 def test_function_calls_follow_the_text_as_their_own_items_with_arguments_streamed_then_done():
     result = stream(assembler(), [TextDelta("Checking.")] + call(0, "call_a", "get_weather", ['{"city": ', '"Paris"}'])
                     + call(1, "call_b", "get_time", ["{}"]) + [Finished("tool_calls", USAGE)])
