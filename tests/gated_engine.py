@@ -66,7 +66,8 @@ def _logging_sends(log: list, app):
 def serving(engine: GatedEngine, **config) -> Iterator[RunningServer]:
     """A server over `engine` (config as `start_server` takes it); every answer is validated afterwards."""
     recorder = Recorder()
-    server = RunningServer(scripted_config(**config), engine, wrap=lambda app: _logging_sends(engine.log, recorder(app)))
+    wrap = lambda app: _logging_sends(engine.log, recorder(app))  # noqa: E731
+    server = RunningServer(scripted_config(**config), engine, wrap=wrap)
     try:
         yield server
     finally:

@@ -129,8 +129,8 @@ def test_a_call_cut_off_by_the_output_limit_is_closed_incomplete_without_argumen
 def test_a_failure_closes_what_is_open_then_sends_error_and_failed_with_the_usage():
     result = stream(assembler(), [TextDelta("partial"), ToolCallStarted(0, "call_a", "f"),
                                   ToolCallArgumentsDelta(0, "{"), Failed(EngineError("the engine broke"), USAGE)])
-    assert result.shape() == OPENING + MESSAGE + ["response.output_item.added", "response.function_call_arguments.delta*",
-                                                  "response.output_item.done"] + FAILED
+    cut_call = ["response.output_item.added", "response.function_call_arguments.delta*", "response.output_item.done"]
+    assert result.shape() == OPENING + MESSAGE + cut_call + FAILED
     error = result.raw[-2]
     assert (error["code"], error["message"], error["param"]) == ("engine_error", "the engine broke", None)
     final = result.raw[-1]["response"]
@@ -188,7 +188,8 @@ def test_a_cancelled_response_closes_the_open_text_and_a_started_call_incomplete
     assert events[-1]["code"] == "response_cancelled"
     snapshot = a.snapshot()
     assert snapshot["status"] == "cancelled" and a.finished
-    assert snapshot["output"][0]["status"] == "incomplete" and snapshot["output"][0]["content"][0]["text"] == "half an ans"
+    [message] = snapshot["output"]
+    assert message["status"] == "incomplete" and message["content"][0]["text"] == "half an ans"
 
     calling = assembler(background=True, store=True)
     calling.queued(), calling.started()
