@@ -22,13 +22,13 @@ import threading
 from typing import AsyncIterator, Iterator, Sequence
 
 from maya_server.engine.base import GeneratedToken, Generation, StreamItem
-from maya_server.engine.scripted import ScriptedEngine
+from tests.scripted import RecordingScriptedEngine
 
 from tests.recorder import Recorder
 from tests.server import RunningServer, scripted_config
 
 
-class GatedEngine(ScriptedEngine):
+class GatedEngine(RecordingScriptedEngine):
     def __init__(self, script: Sequence[object], *, hold_after: int | None = None, **options) -> None:
         super().__init__(script, **options)
         self.hold_after = hold_after

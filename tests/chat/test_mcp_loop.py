@@ -17,17 +17,17 @@ from types import SimpleNamespace
 import pytest
 
 from maya_server.chat.mcp_loop import McpToolLoop, offer_mcp_tools
-from maya_server.conversation import Conversation, Message, TextPart, ToolSpec
-from maya_server.dialects import get_dialect
+from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolSpec
+from maya_server.families import get_dialect
 from maya_server.engine.base import reusable_prefix_length
 from maya_server.engine.fifo import EngineQueue
-from maya_server.engine.scripted import ScriptedEngine
+from tests.scripted import RecordingScriptedEngine
 from maya_server.errors import InvalidRequestError, McpServerGone, ToolPolicyError
-from maya_server.events import (
+from maya_server.neutral.events import (
     Failed, Finished, McpRoundLimitReached, McpToolCall, McpToolResult, TextDelta, ToolCallArgumentsDelta,
     ToolCallFinished, ToolCallStarted, Usage,
 )
-from maya_server.generation import GenerationService, GenerationSettings
+from maya_server.pipeline.generation import GenerationService, GenerationSettings
 from maya_server.mcp.connection import McpTool
 from maya_server.mcp.results import ToolOutcome
 from maya_server.metrics import Metrics
@@ -73,7 +73,7 @@ class FakeHub:
 
 
 def make_service(script) -> GenerationService:
-    engine = ScriptedEngine(list(script), context_size=4096)
+    engine = RecordingScriptedEngine(list(script), context_size=4096)
     return GenerationService(engine, get_dialect("chatml"), EngineQueue(slots=1, max_queue=4), Metrics())
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from maya_server.errors import EngineError, MayaError, ServiceUnavailableError
-from maya_server.events import (
+from maya_server.neutral.events import (
     Failed, Finished, PromptProgress, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta,
     ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
