@@ -4,7 +4,7 @@ Chat Completions nests a schema format under `json_schema` (`{"type": "json_sche
 "json_schema": {"name", "schema", "strict", "description"}}`), where Responses puts it
 flat in `text.format`. Both become the same `OutputFormat`, checked against the same
 schema subset and limits, and both APIs publish through the same validate-before-publish
-gate (`responses/publish_gate.py`): nothing generated reaches the client before the whole
+gate (`structured/gate.py`): nothing generated reaches the client before the whole
 result is known valid. A `strict` function's parameters are held to the strict subset here,
 at request time, so an unsupported keyword is a 400 naming it, before any generation.
 """
