@@ -16,7 +16,7 @@ from . import __version__
 from .chat.routes import chat_router
 from .config import ServerConfig
 from .errors import JobCleanupError, NotFoundError
-from .families import get_dialect
+from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .pipeline.generation import GenerationService
@@ -72,7 +72,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     images = ImageLoader(ImageLimits.from_config(config), metrics)
     metrics.image_memory_bytes.set_function(lambda: images.memory.in_use)
     metrics.image_memory_limit_bytes.set(images.memory.limit)
-    service = GenerationService(engine, get_dialect(config.family), queue, metrics, images)
+    service = GenerationService(engine, get_family(config.family), queue, metrics, images)
     hub = McpHub(config.mcp_servers, McpSettings(
         call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
         start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,

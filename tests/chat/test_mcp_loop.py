@@ -18,7 +18,7 @@ import pytest
 
 from maya_server.chat.mcp_loop import McpToolLoop, offer_mcp_tools
 from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolSpec
-from maya_server.families import get_dialect
+from maya_server.families import get_family
 from maya_server.engine.base import reusable_prefix_length
 from maya_server.engine.fifo import EngineQueue
 from tests.scripted import RecordingScriptedEngine
@@ -74,7 +74,7 @@ class FakeHub:
 
 def make_service(script) -> GenerationService:
     engine = RecordingScriptedEngine(list(script), context_size=4096)
-    return GenerationService(engine, get_dialect("chatml"), EngineQueue(slots=1, max_queue=4), Metrics())
+    return GenerationService(engine, get_family("chatml"), EngineQueue(slots=1, max_queue=4), Metrics())
 
 
 def conversation(*, tools=(), tool_choice="auto") -> Conversation:
@@ -208,7 +208,7 @@ def test_a_malformed_call_fails_the_turn_without_reaching_the_hub():
 
 class StubService:
     """The three things the loop uses of a `GenerationService`, replaying `rounds` of events as given: for
-    what no dialect lets through (a finished call whose arguments are not an object), and to see exactly
+    what no family lets through (a finished call whose arguments are not an object), and to see exactly
     which conversation each later round is prepared from."""
 
     def __init__(self, rounds: list[list]) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from maya_server.neutral.conversation import Conversation, Message, NamedToolChoice, TextPart, ToolSpec
-from maya_server.families import get_dialect
+from maya_server.families import get_family
 from maya_server.engine.base import Counts
 from maya_server.engine.fifo import EngineQueue
 from maya_server.errors import ContextLengthExceeded, EngineError, ToolPolicyError
@@ -32,7 +32,7 @@ def call(name: str, city: str = "Paris") -> str:
 
 def make_service(script, *, context_size: int = 4096, delay: float = 0.0) -> GenerationService:
     engine = RecordingScriptedEngine(list(script), context_size=context_size, delay=delay)
-    return GenerationService(engine, get_dialect("chatml"), EngineQueue(slots=1, max_queue=4), Metrics())
+    return GenerationService(engine, get_family("chatml"), EngineQueue(slots=1, max_queue=4), Metrics())
 
 
 def conversation(*, tools=(), tool_choice="auto", parallel_tool_calls=None) -> Conversation:
@@ -242,7 +242,7 @@ def first_token_observations(service: GenerationService) -> float:
 
 def test_the_first_token_time_is_observed_once_a_turn_even_when_the_engines_count_runs_ahead():
     _, plain = run_turn(["Hello there, friend."])
-    batching = GenerationService(_BatchingEngine(["Hello there, friend."]), get_dialect("chatml"),
+    batching = GenerationService(_BatchingEngine(["Hello there, friend."]), get_family("chatml"),
                                  EngineQueue(slots=1, max_queue=4), Metrics())
     asyncio.run(collect(batching, conversation()))
     assert first_token_observations(plain) == 1

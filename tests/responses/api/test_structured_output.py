@@ -12,7 +12,7 @@ import jsonschema
 import pydantic
 import pytest
 
-from tests.chat.test_dialects_through_chat import chatml_call, glm_call
+from tests.chat.test_families_through_chat import chatml_call, glm_call
 from tests.gated_engine import GatedEngine, serving
 
 from tests.responses.api.shapes import CALL, FAILED, MESSAGE, OPENING
