@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager, suppress
 from typing import Callable
 
 from fastapi import FastAPI
+from starlette.middleware import Middleware
 
 from . import __version__
 from .chat.routes import chat_router
@@ -101,7 +102,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
                 images.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
-                  lifespan=lifespan)
+                  lifespan=lifespan, middleware=middleware(config, shutdown, metrics))
     app.state.drain = drain
     app.state.service = service
     app.state.store = store
@@ -121,20 +122,26 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
     ))
 
-    # Outermost last: metrics see every answer, the shutdown gate answers what has not started when draining
-    # begins, the guard refuses forged requests before CORS and auth, CORS answers preflights before auth.
-    app.add_middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public)
-    app.add_middleware(WebSocketRefusal)
-    if config.cors_origins:
-        app.add_middleware(
-            JsonErrorCORSMiddleware,
-            allow_origins=list(config.cors_origins),
-            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
-            allow_headers=["*"],
-            max_age=600,
-        )
-    app.add_middleware(RequestGuard, listen_host=config.host, allowed_hosts=config.allowed_hosts,
-                       allowed_origins=config.cors_origins)
-    app.add_middleware(ShutdownGate, shutdown=shutdown)
-    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     return app
+
+
+def middleware(config: ServerConfig, shutdown: Shutdown, metrics: Metrics) -> list[Middleware]:
+    """The middleware stack, outermost first: metrics see every answer; the shutdown gate answers what has not
+    started when draining begins; the guard refuses forged requests before CORS and auth; CORS answers
+    preflights before auth; websockets are refused before they reach a route."""
+    cors = [Middleware(
+        JsonErrorCORSMiddleware,
+        allow_origins=list(config.cors_origins),
+        allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+        allow_headers=["*"],
+        max_age=600,
+    )] if config.cors_origins else []
+    return [
+        Middleware(RequestMetricsMiddleware, metrics=metrics),
+        Middleware(ShutdownGate, shutdown=shutdown),
+        Middleware(RequestGuard, listen_host=config.host, allowed_hosts=config.allowed_hosts,
+                   allowed_origins=config.cors_origins),
+        *cors,
+        Middleware(WebSocketRefusal),
+        Middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public),
+    ]
