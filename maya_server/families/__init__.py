@@ -39,4 +39,4 @@ def get_family(name: str) -> Family:
     return factory()
 
 
-__all__ = ["FAMILY_NAMES", "ChatmlFamily", "DeepSeekV4Family", "Family", "GlmFamily", "StreamParser", "get_family"]
+__all__ = ["ChatmlFamily", "DeepSeekV4Family", "Family", "FAMILY_NAMES", "get_family", "GlmFamily", "StreamParser"]
