@@ -22,6 +22,8 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
     model: str
     content: Union[str, list[Part]] = ""
+    parts: Union[list[Part], int] = 0
+    notes: list[Part] | None = None
     n: int = 1
 
 
@@ -80,6 +82,10 @@ def test_a_wrong_value_names_its_field_and_not_pydantics_union_tags():
     assert error.param == "content"  # pydantic's loc goes on through 'str' / 'list[Part]': those are not fields
     assert error.message.startswith("Invalid value for 'content': ")
     assert refusal(lambda: validate_model(Body, {"model": "m", "n": "many"})).param == "n"
+    # the loc is ('parts', 'list[Part]', 0, 'text'): it stops at the tag, not skipping it to name a deeper field
+    assert refusal(lambda: validate_model(Body, {"model": "m", "parts": [{"type": "text", "text": 5}]})).param == "parts"
+    # an Optional is no tagged union: the path goes down to the field
+    assert refusal(lambda: validate_model(Body, {"model": "m", "notes": [{"type": "text"}]})).param == "notes[0].text"
 
 
 def test_a_valid_body_returns_the_model():
