@@ -83,7 +83,8 @@ def test_a_wrong_value_names_its_field_and_not_pydantics_union_tags():
     assert error.message.startswith("Invalid value for 'content': ")
     assert refusal(lambda: validate_model(Body, {"model": "m", "n": "many"})).param == "n"
     # the loc is ('parts', 'list[Part]', 0, 'text'): it stops at the tag, not skipping it to name a deeper field
-    assert refusal(lambda: validate_model(Body, {"model": "m", "parts": [{"type": "text", "text": 5}]})).param == "parts"
+    tagged = {"model": "m", "parts": [{"type": "text", "text": 5}]}
+    assert refusal(lambda: validate_model(Body, tagged)).param == "parts"
     # an Optional is no tagged union: the path goes down to the field
     assert refusal(lambda: validate_model(Body, {"model": "m", "notes": [{"type": "text"}]})).param == "notes[0].text"
 
