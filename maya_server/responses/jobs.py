@@ -35,8 +35,8 @@ from ..errors import (
     ConflictError, EventLimitError, EventTooLarge, InvalidRequestError, JobCleanupError, JobTimeoutError, MayaError,
     RateLimitError, ServiceUnavailableError, StorageCapacityError,
 )
-from ..http.drain import drain
 from ..neutral.events import PipelineEvent
+from ..pipeline.drain import drain
 from .assembler import ResponseAssembler
 from .event_log import EventLog
 from .settings import ResponsesSettings
