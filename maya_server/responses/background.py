@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from ..errors import ConflictError, GoneError, InvalidRequestError, StorageCapacityError
 from ..neutral.events import PipelineEvent
-from ..http.sse import EventStreamResponse
+from ..http.sse import EventStreamResponse, encode_event
 from ..util.kept_json import dumps_kept
 from .assembler import ResponseAssembler
 from .event_log import EventLog
@@ -91,8 +91,18 @@ def not_streamable(response_id: str) -> ConflictError:
 
 def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Response:
     """The SSE response of one admitted reader; its slot is freed when the stream ends."""
-    return EventStreamResponse(job.log.follow(cursor), on_close=reading.close,
+    return EventStreamResponse(_frames(job.log.follow(cursor)), on_close=reading.close,
                                write_timeout=jobs.settings.stream_timeout_s, keepalive=jobs.keepalive_s)
+
+
+async def _frames(events: AsyncIterator[dict]) -> AsyncIterator[bytes]:
+    """The log's events as SSE frames, each encoded as this reader sends it (the log keeps the objects).
+    Closing the frames closes the reader's cursor with them."""
+    try:
+        async for event in events:
+            yield encode_event(event, event["type"])
+    finally:
+        await events.aclose()
 
 
 def _cursor(raw: str | None) -> int:
