@@ -13,6 +13,7 @@ from typing import Callable
 from fastapi import FastAPI
 
 from . import __version__
+from .chat.request import ChatRequest
 from .chat.routes import chat_router
 from .config import ServerConfig
 from .errors import JobCleanupError, NotFoundError
@@ -36,6 +37,7 @@ from .http.request_metrics import RequestMetricsMiddleware
 from .mcp.connection import McpSettings
 from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
+from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
@@ -108,7 +110,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.jobs = jobs
     install_error_handlers(app)
     limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
-    install_openapi(app)
+    install_openapi(app, {("/v1/responses", "post"): ResponsesRequest, ("/v1/chat/completions", "post"): ChatRequest})
     install_docs(app, docs_url=DOCS_URL, openapi_url=OPENAPI_URL)
     app.include_router(chat_router(service, config.served_model_name, limits, hub,
                                    mcp_max_rounds=config.mcp_max_rounds, keepalive_s=config.keepalive_s))
