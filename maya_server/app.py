@@ -37,6 +37,7 @@ from .http.request_metrics import RequestMetricsMiddleware
 from .mcp.connection import McpSettings
 from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
+from .responses.records import ResponseRecords
 from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
@@ -115,9 +116,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.include_router(chat_router(service, config.served_model_name, limits, hub,
                                    mcp_max_rounds=config.mcp_max_rounds, keepalive_s=config.keepalive_s))
     app.include_router(mcp_router(hub))
-    app.include_router(responses_router(service, store, jobs, config.served_model_name, limits,
+    records = ResponseRecords(jobs, store)
+    app.include_router(responses_router(service, records, config.served_model_name, limits,
                                         keepalive_s=config.keepalive_s))
-    app.include_router(resources_router(store, jobs))
+    app.include_router(resources_router(records))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
         sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
