@@ -54,11 +54,7 @@ def responses_router(
         with records.open_turn(request.state.owner, body) as turn:
             if body.background:
                 return await answer_background(body, large, turn)
-            events, assembler, admission, gate = await generate_now(request, body, large, turn)
-            if body.stream:
-                keepalive = keepalive_s if gate.active else None  # comments only while output is held
-                return _answer_stream(assembler, events, admission, turn, keepalive_s=keepalive)
-            return await _answer_json(request, assembler, events, admission)
+            return await answer_foreground(request, body, large, turn)
 
     async def answer_background(body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
         """A job, answered at once (JSON) or streamed to its first reader. Nothing is admitted to the engine
@@ -76,9 +72,9 @@ def responses_router(
         generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
         return start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream))
 
-    async def generate_now(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn):
-        """A foreground generation, admitted to the engine queue (a full queue is a 429 here, before any byte
-        of a stream) and not yet started: its events, assembler, admission and publish gate."""
+    async def answer_foreground(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
+        """A generation admitted to the engine queue now (a full queue is a 429 here, before any byte of a
+        stream), answered as SSE (`stream:true`) or as one JSON body."""
         settings = to_settings(body)
         conversation = to_conversation(body, prior=turn.prior)
         conversation, admission = await load_admitted(request, service, conversation)  # images, once admitted
@@ -91,7 +87,11 @@ def responses_router(
         admission = admission or service.admit()
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
         gate = _gate(body)
-        return gated(service.run(prepared, admission), gate), assembler, admission, gate
+        events = gated(service.run(prepared, admission), gate)
+        if body.stream:
+            keepalive = keepalive_s if gate.active else None  # comments only while output is held
+            return _answer_stream(assembler, events, admission, turn, keepalive_s=keepalive)
+        return await _answer_json(request, assembler, events, admission)
 
     @router.post("/v1/responses/compact")
     async def compact_response() -> Response:
