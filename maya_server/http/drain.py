@@ -3,8 +3,9 @@
     events ─► deliver / frames (the API's assembler) ─► a JSON body or SSE bytes
            └─► aclose() in `finally`, however the consumer stopped (a client gone, a stream broken)
 
-The loop itself, `drain` (re-exported here for the answers' callers), is HTTP-free and lives in
-`pipeline/drain.py`, so background jobs, which have no request, use it without depending on Starlette.
+The loop itself, `drain`, is HTTP-free and lives in `pipeline/drain.py`, so background jobs, which
+have no request, use it without depending on Starlette; `answer_json` runs it while watching the client
+(and it stays importable from here).
 """
 
 from __future__ import annotations
