@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from .errors import ConfigError
-from .families import DIALECT_NAMES as FAMILIES
+from .families import FAMILY_NAMES as FAMILIES
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 
 ENGINES = ("llamacpp", "scripted", "upstream")

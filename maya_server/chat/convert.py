@@ -7,8 +7,7 @@ from ..neutral.conversation import (
 )
 from ..errors import InvalidRequestError
 from ..pipeline.generation import GenerationSettings
-from ..structured.validator import json_instructions
-from ..responses.text_format import OutputFormat, TextFormat
+from ..structured.formats import OutputFormat, TextFormat, json_instructions
 from . import request as wire
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .request import ResponsesRequest
 from .request_tools import FunctionToolChoice
-from .text_format import JsonSchemaFormat, OutputFormat
+from ..structured.formats import JsonSchemaFormat, OutputFormat
 
 
 def response_envelope(request: ResponsesRequest, model: str) -> dict:

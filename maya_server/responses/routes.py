@@ -32,11 +32,10 @@ from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
 from .background import start_job
 from .convert import to_conversation, to_settings
-from ..structured.gate import PublishGate, gated
+from ..structured.gate import gated, publish_gate
 from .records import ResponseRecords
 from .request import ResponsesRequest, parse_responses_request
 from .stored_turn import StoredTurn
-from ..structured.validator import StructuredValidator
 
 
 def responses_router(
@@ -68,7 +67,7 @@ def responses_router(
         if not image_parts(conversation):
             prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
-        gate = _gate(body)
+        gate = publish_gate(conversation, body.output_format)
         generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
         return start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream))
 
@@ -86,7 +85,7 @@ def responses_router(
             raise
         admission = admission or service.admit()
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
-        gate = _gate(body)
+        gate = publish_gate(conversation, body.output_format)
         events = gated(service.run(prepared, admission), gate)
         if body.stream:
             keepalive = keepalive_s if gate.active else None  # comments only while output is held
@@ -125,11 +124,6 @@ async def _answer_json(request: Request, assembler: ResponseAssembler, events: A
     stops the engine; the caller's `with` then releases the turn."""
     snapshot = lambda: Response(orjson.dumps(assembler.snapshot()), media_type="application/json")  # noqa: E731
     return await answer_json(request, events, assembler.on_event, on_close=admission.release, answer=snapshot)
-
-
-def _gate(body: ResponsesRequest) -> PublishGate:
-    tools = {t.name: v for t in body.tools if (v := StructuredValidator.for_tool(t)) is not None}
-    return PublishGate(StructuredValidator.for_format(body.output_format), tools)
 
 
 async def _in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,
