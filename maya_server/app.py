@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from starlette.middleware import Middleware
 
 from . import __version__
+from .chat.request import ChatRequest
 from .chat.routes import chat_router
 from .config import ServerConfig
 from .errors import JobCleanupError, NotFoundError
@@ -37,6 +38,8 @@ from .http.request_metrics import RequestMetricsMiddleware
 from .mcp.connection import McpSettings
 from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
+from .responses.records import ResponseRecords
+from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
@@ -109,14 +112,15 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.jobs = jobs
     install_error_handlers(app)
     limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
-    install_openapi(app)
+    install_openapi(app, {("/v1/responses", "post"): ResponsesRequest, ("/v1/chat/completions", "post"): ChatRequest})
     install_docs(app, docs_url=DOCS_URL, openapi_url=OPENAPI_URL)
     app.include_router(chat_router(service, config.served_model_name, limits, hub,
                                    mcp_max_rounds=config.mcp_max_rounds, keepalive_s=config.keepalive_s))
     app.include_router(mcp_router(hub))
-    app.include_router(responses_router(service, store, jobs, config.served_model_name, limits,
+    records = ResponseRecords(jobs, store)
+    app.include_router(responses_router(service, records, config.served_model_name, limits,
                                         keepalive_s=config.keepalive_s))
-    app.include_router(resources_router(store, jobs))
+    app.include_router(resources_router(records))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
         sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},

@@ -1,42 +1,27 @@
-"""One way to consume a generation, for both APIs' JSON and SSE answers and for background jobs.
+"""A generation consumed as an HTTP answer, for both APIs: a JSON body or SSE bytes.
 
-    events ─► deliver / frames (the API's assembler) ─► a JSON body, SSE bytes, or a job's event log
-           └─► aclose() in `finally`, however the consumer stopped
+    events ─► deliver / frames (the API's assembler) ─► a JSON body or SSE bytes
+           └─► aclose() in `finally`, however the consumer stopped (a client gone, a stream broken)
 
-Every consumer hands each pipeline event to its assembler and iterates to the
-end: the pipeline ends with one `Finished` or `Failed` and then finishes its
-own cleanup, so nothing after a failure is cut short. Closing the iterator is
-what stops the engine and releases its admission when the consumer stops
-early (a client gone, a stream broken, a job cancelled), so it is closed
-explicitly in a `finally`, never left to the garbage collector.
+The loop itself, `drain`, is HTTP-free and lives in `pipeline/drain.py`, so background jobs, which
+have no request, use it without depending on Starlette; `answer_json` runs it while watching the client
+(and it stays importable from here).
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import AsyncIterator, Callable, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import ClientGone
+from ..pipeline.drain import drain
 from .disconnect import until_disconnected
 
 E = TypeVar("E")
 
-
-async def drain(events: AsyncIterator[E], deliver: Callable[[E], object], *, close_fully: bool = False) -> None:
-    """Every event into `deliver`, then close `events`. `close_fully`: the close runs to its end even if
-    this task is cancelled meanwhile (a cancel arriving then is absorbed), so the caller never goes on
-    while the pipeline still holds the engine."""
-    try:
-        async for event in events:
-            deliver(event)
-    finally:
-        if close_fully:
-            await _close_to_the_end(events)
-        else:
-            await events.aclose()
+__all__ = ["answer_json", "drain", "stream_frames"]
 
 
 async def answer_json(request: Request, events: AsyncIterator[E], deliver: Callable[[E], object], *,
@@ -66,13 +51,3 @@ async def stream_frames(events: AsyncIterator[E], frames: Callable[[E], list[byt
             yield frame
     finally:
         await events.aclose()
-
-
-async def _close_to_the_end(events: AsyncIterator) -> None:
-    closing = asyncio.ensure_future(events.aclose())
-    while not closing.done():
-        try:
-            await asyncio.shield(closing)
-        except asyncio.CancelledError:
-            continue
-    closing.result()

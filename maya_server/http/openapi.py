@@ -6,18 +6,19 @@ cannot see: request bodies from the same pydantic models the routes validate wit
 query parameters, and what Maya adds to or refuses from OpenAI's API. Both pages are
 open like `/health` (they describe the API, never its data); the `/v1` routes and the
 metrics they describe need the key as usual.
+
+The request models are given by the composition root (`app.py`), not imported here: the
+HTTP layer serves the APIs and must not depend on them, so the arrows stay one-way.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
-
-from ..chat.request import ChatRequest
-from ..responses.request import ResponsesRequest
 
 OPENAPI_URL = "/openapi.json"
 DOCS_URL = "/docs"
@@ -30,7 +31,8 @@ With API keys configured, every `/v1` route and `/metrics/prometheus` need `Auth
 Errors are `{"error": {"message", "type", "param", "code"}}` with `param` naming the offending field.
 Streams are server-sent events; WebSocket upgrades are refused with a 400."""
 
-_BODIES = {("/v1/responses", "post"): ResponsesRequest, ("/v1/chat/completions", "post"): ChatRequest}
+Bodies = Mapping[tuple[str, str], type[BaseModel]]
+"""(path, method) -> the pydantic model its route validates its body with."""
 
 _NOTES = {
     ("/v1/responses", "post"): (
@@ -82,35 +84,32 @@ _QUERY = {
 }
 
 
-def install_openapi(app: FastAPI) -> None:
-    """Make the app's `/openapi.json` (built on first request, then kept) the described one."""
+def install_openapi(app: FastAPI, bodies: Bodies) -> None:
+    """Make the app's `/openapi.json` (built on first request, then kept) the described one; `bodies`
+    are the request models, each described under its route."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _describe(app)
+            app.openapi_schema = _describe(app, bodies)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _describe(app: FastAPI) -> dict[str, Any]:
+def _describe(app: FastAPI, bodies: Bodies) -> dict[str, Any]:
     schema = get_openapi(title=app.title, version=app.version, description=DESCRIPTION, routes=app.routes)
     refs, definitions = models_json_schema(
-        [(model, "validation") for model in _BODIES.values()], ref_template="#/components/schemas/{model}"
+        [(model, "validation") for model in bodies.values()], ref_template="#/components/schemas/{model}"
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     components.update(definitions.get("$defs", {}))
-    # The parsed model holds `input` as items; on the wire a string is one user message too.
-    components["ResponsesRequest"]["properties"]["input"]["anyOf"].insert(
-        0, {"type": "string", "description": "One user message."}
-    )
     for (path, method), operation in _operations(schema):
         summary, notes = _NOTES.get((path, method), (None, ""))
         if summary:
             operation["summary"] = summary
         if notes:
             operation["description"] = notes
-        model = _BODIES.get((path, method))
+        model = bodies.get((path, method))
         if model is not None:
             body_schema = refs[(model, "validation")]
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body_schema}}}

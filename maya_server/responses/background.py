@@ -5,8 +5,10 @@ caller as the job's first reader (`stream:true`): the stream starts with
 `response.created` and `response.queued`. A reader replays the job's
 retained events after its cursor, then follows live ones; leaving frees its
 reader slot and nothing else. Cursors are checked before streaming: a future
-one is a 400, one whose events are gone a 410, and a response known only
-from the store (its events not retained) a 409.
+one is a 400, one whose events are gone a 410 (a response known only from
+the store, its events not retained, is `ResponseRecords.streamable`'s 409).
+The job's event log keeps the event objects; each reader encodes them to SSE
+as it sends them.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import AsyncIterator, Callable
 import orjson
 from starlette.responses import Response
 
-from ..errors import ConflictError, GoneError, InvalidRequestError, StorageCapacityError
+from ..errors import GoneError, InvalidRequestError, StorageCapacityError
 from ..neutral.events import PipelineEvent
-from ..http.sse import EventStreamResponse
+from ..http.sse import EventStreamResponse, encode_event
 from ..util.kept_json import dumps_kept
 from .assembler import ResponseAssembler
 from .event_log import EventLog
@@ -81,18 +83,20 @@ def stream_job(jobs: JobManager, job: Job, starting_after: str | None) -> Respon
     return _reader(jobs, job, cursor, reading)
 
 
-def not_streamable(response_id: str) -> ConflictError:
-    return ConflictError(
-        f"The events of response '{response_id}' are not retained (it is not a background response, or its "
-        "record has expired). Retrieve it without 'stream'.",
-        param="stream",
-    )
-
-
 def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Response:
     """The SSE response of one admitted reader; its slot is freed when the stream ends."""
-    return EventStreamResponse(job.log.follow(cursor), on_close=reading.close,
+    return EventStreamResponse(_frames(job.log.follow(cursor)), on_close=reading.close,
                                write_timeout=jobs.settings.stream_timeout_s, keepalive=jobs.keepalive_s)
+
+
+async def _frames(events: AsyncIterator[dict]) -> AsyncIterator[bytes]:
+    """The log's events as SSE frames, each encoded as this reader sends it (the log keeps the objects).
+    Closing the frames closes the reader's cursor with them."""
+    try:
+        async for event in events:
+            yield encode_event(event, event["type"])
+    finally:
+        await events.aclose()
 
 
 def _cursor(raw: str | None) -> int:

@@ -1,8 +1,13 @@
-"""A background response's retained SSE events, and readers that replay then follow them.
+"""A background response's retained events, and readers that replay then follow them.
 
-Events are kept encoded (the bytes a reader sends), oldest dropped first once
-the log holds more than `max_count` events or `max_bytes` bytes, so a task's
-memory is bounded however long it runs. Readers hold a cursor (the last
+Events are kept as the event objects (dicts) the assembler made; a reader that
+streams them encodes them where it sends them (`background.py`), so this log
+knows nothing of SSE or HTTP. The oldest are dropped first once the log holds
+more than `max_count` events or `max_bytes` bytes, so a task's memory is
+bounded however long it runs. An event's bytes are the length of its JSON,
+measured once at append and kept beside it: what it takes on the wire, less
+the few dozen bytes of SSE framing, so `max_bytes` and the `event_bytes`
+figure keep meaning the bytes of the stream a reader replays. Readers hold a cursor (the last
 sequence number they delivered); a reader whose next event has been dropped
 is told so with a terminal `error` event: no event is ever silently skipped.
 That error takes a sequence number of its own, reserved from the task's
@@ -21,8 +26,9 @@ import asyncio
 from collections import deque
 from typing import AsyncIterator, Callable
 
+import orjson
+
 from ..errors import EventTooLarge
-from ..http.sse import encode_event
 
 
 class EventLog:
@@ -32,7 +38,8 @@ class EventLog:
         self.max_count = max_count
         self.max_bytes = max_bytes
         self._reserve_sequence = reserve_sequence
-        self._events: deque[tuple[int, bytes]] = deque()
+        self._events: deque[tuple[int, dict | None, int]] = deque()
+        """(sequence number, event or None for a reserved number, its JSON size)"""
         self.bytes = 0
         self.last = -1
         """The last sequence number appended (-1: none yet)."""
@@ -45,23 +52,23 @@ class EventLog:
         return self._events[0][0] if self._events else self.last + 1
 
     def append(self, event: dict) -> None:
-        frame = encode_event(event, event["type"])
-        if len(frame) > self.max_bytes:
-            raise EventTooLarge(len(frame), self.max_bytes)
-        self._add(event["sequence_number"], frame)
+        size = len(orjson.dumps(event))
+        if size > self.max_bytes:
+            raise EventTooLarge(size, self.max_bytes)
+        self._add(event["sequence_number"], event, size)
 
-    def _add(self, sequence: int, frame: bytes) -> None:
-        self._events.append((sequence, frame))
-        self.bytes += len(frame)
+    def _add(self, sequence: int, event: dict | None, size: int) -> None:
+        self._events.append((sequence, event, size))
+        self.bytes += size
         self.last = sequence
         while len(self._events) > self.max_count or self.bytes > self.max_bytes:
-            self.bytes -= len(self._events.popleft()[1])
+            self.bytes -= self._events.popleft()[2]
         self._wake()
 
     def _reserve(self) -> int:
-        """A sequence number no retained or future event has, held by an empty placeholder frame."""
+        """A sequence number no retained or future event has, held by an empty placeholder."""
         sequence = self._reserve_sequence()
-        self._add(sequence, b"")
+        self._add(sequence, None, 0)
         return sequence
 
     def close(self) -> None:
@@ -81,7 +88,7 @@ class EventLog:
             return "expired"
         return None
 
-    async def follow(self, after: int) -> AsyncIterator[bytes]:
+    async def follow(self, after: int) -> AsyncIterator[dict]:
         """Every event after sequence number `after`, live until the log closes.
 
         Sequence numbers are contiguous, so the next event's place in the deque is arithmetic.
@@ -95,19 +102,18 @@ class EventLog:
                 return
             index = cursor + 1 - first
             if index < len(self._events):
-                cursor, frame = self._events[index]
-                if frame:  # an empty frame holds a number another reader's error event took
-                    yield frame
+                cursor, event, _ = self._events[index]
+                if event is not None:  # a placeholder holds a number another reader's error event took
+                    yield event
             elif self.closed:
                 return
             else:
                 await waiter.wait()
 
 
-def _overtaken(cursor: int, sequence: int) -> bytes:
-    event = {
+def _overtaken(cursor: int, sequence: int) -> dict:
+    return {
         "type": "error", "sequence_number": sequence, "code": "stream_cursor_expired", "param": "starting_after",
         "message": f"This reader fell behind: events after sequence number {cursor} are no longer retained. "
         "Retrieve the response without streaming to get its current state.",
     }
-    return encode_event(event, "error")

@@ -32,11 +32,11 @@ from typing import AsyncIterator, Callable, Iterator
 import orjson
 
 from ..errors import (
-    ConflictError, EventLimitError, EventTooLarge, InvalidRequestError, JobCleanupError, JobTimeoutError, MayaError,
+    ConflictError, EventLimitError, EventTooLarge, JobCleanupError, JobTimeoutError, MayaError,
     RateLimitError, ServiceUnavailableError, StorageCapacityError,
 )
-from ..http.drain import drain
 from ..neutral.events import PipelineEvent
+from ..pipeline.drain import drain
 from .assembler import ResponseAssembler
 from .event_log import EventLog
 from .settings import ResponsesSettings
@@ -82,18 +82,6 @@ class Job:
     def history_items(self) -> list[dict]:
         """Input history then output: what a continuation of this response sees."""
         return orjson.loads(self.history) + self.snapshot()["output"]
-
-    def check_continuable(self) -> None:
-        if self.active:
-            raise ConflictError(
-                f"Response '{self.id}' is still {self.state}; wait for it to finish before continuing it.",
-                param="previous_response_id",
-            )
-        if self.state in ("cancelled", "failed"):
-            raise InvalidRequestError(
-                f"Response '{self.id}' {self.state} and cannot be continued; continue from an earlier response.",
-                param="previous_response_id",
-            )
 
 
 @dataclass

@@ -47,12 +47,18 @@ class StreamOptions(Wire):
     include_obfuscation: StrictBool | None = None
 
 
+def _one_message_string(schema: dict[str, Any]) -> None:
+    """The parsed model holds `input` as items; on the wire a string is one user message too, so the
+    described schema (`/openapi.json`) offers it first."""
+    schema["anyOf"].insert(0, {"type": "string", "description": "One user message."})
+
+
 class ResponsesRequest(Wire):
     """A validated request. `input` is a tuple of items (a string became one user message), or None
     when the request only continues `previous_response_id`."""
 
     model: StrictStr | None = None
-    input: tuple[InputItem, ...] | None = None
+    input: tuple[InputItem, ...] | None = Field(default=None, json_schema_extra=_one_message_string)
     instructions: StrictStr | None = None
     tools: tuple[FunctionTool, ...] = ()
     tool_choice: ToolChoice = "auto"

@@ -3,8 +3,12 @@
 Everything that can be refused is refused before the engine is touched:
 request validation, unsupported features, the stored history it continues
 (404/503), conversion (call/result matching, images), the context check and
-the engine queue's admission (429) all raise first. A `store:true` response is saved before its terminal event;
-a `background:true` one becomes a job (see `background.py`, `jobs.py`).
+the engine queue's admission (429) all raise first. A `store:true` response is saved before its terminal event.
+
+Three answer modes, each its own function: `background:true` becomes a job (`answer_background`, then
+`background.py`, `jobs.py`), never admitted here; otherwise the generation is admitted now and answered as
+SSE (`_answer_stream`) or JSON (`_answer_json`). The continued history and its refusals come from
+`ResponseRecords.open_turn` (`records.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from ..engine.fifo import Admission
 from ..neutral.conversation import Conversation, image_parts
 from ..http.drain import answer_json, stream_frames
 from ..errors import InvalidRequestError, MayaError
@@ -28,13 +33,13 @@ from .assembler import ResponseAssembler
 from .background import start_job
 from .convert import to_conversation, to_settings
 from ..structured.gate import gated, publish_gate
-from .jobs import JobManager
+from .records import ResponseRecords
 from .request import ResponsesRequest, parse_responses_request
-from .store import ResponseStore
 from .stored_turn import StoredTurn
 
+
 def responses_router(
-    service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str, limits: BodyLimits,
+    service: GenerationService, records: ResponseRecords, model_name: str, limits: BodyLimits,
     *, keepalive_s: float,
 ) -> APIRouter:
     """`keepalive_s`: while a stream's output is held for validation, the longest silence before a comment line."""
@@ -42,48 +47,50 @@ def responses_router(
 
     @router.post("/v1/responses")
     async def create_response(request: Request) -> Response:
+        """One of three answers, chosen by the body: a background job, an SSE stream or a JSON body.
+        Leaving the `with` releases the turn unless the stream or job that was returned took it."""
         body, large = await read_json(request, limits, parse_responses_request)
-        with StoredTurn(store, request.state.owner, body, jobs.find) as turn:
-            return await respond(request, body, large, turn)
+        with records.open_turn(request.state.owner, body) as turn:
+            if body.background:
+                return await answer_background(body, large, turn)
+            return await answer_foreground(request, body, large, turn)
 
-    async def respond(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
-        """Leaving this releases the turn (the caller's `with`) unless the stream or job it returns took it."""
+    async def answer_background(body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
+        """A job, answered at once (JSON) or streamed to its first reader. Nothing is admitted to the engine
+        here: a worker takes the job's place when it starts it, and waits however full the queue is. A job
+        with images has what can be refused without fetching refused now; its worker loads them and
+        prepares (`_in_worker`)."""
         settings = to_settings(body)
         conversation = to_conversation(body, prior=turn.prior)
-        prepared, admission = None, None  # a background job with images: its worker loads them and prepares
-        if body.background and image_parts(conversation):
-            service.check_images(conversation)  # what can be refused without fetching is refused now
-        else:
-            # images are loaded once admitted; a full queue is a 429 here, before any byte of a stream
-            conversation, admission = await load_admitted(request, service, conversation)
-            try:
-                prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
-            except BaseException:
-                if admission is not None:
-                    admission.release()
-                raise
-        # an admitted background job takes its place when a worker starts it, and waits however full the queue is
-        admission = None if body.background else admission or service.admit()
+        service.check_images(conversation)
+        prepared = None
+        if not image_parts(conversation):
+            prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
         gate = publish_gate(conversation, body.output_format)
-        if admission is None:
-            generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
-            return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
+        generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
+        return start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream))
+
+    async def answer_foreground(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
+        """A generation admitted to the engine queue now (a full queue is a 429 here, before any byte of a
+        stream), answered as SSE (`stream:true`) or as one JSON body."""
+        settings = to_settings(body)
+        conversation = to_conversation(body, prior=turn.prior)
+        conversation, admission = await load_admitted(request, service, conversation)  # images, once admitted
+        try:
+            prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
+        except BaseException:
+            if admission is not None:
+                admission.release()
+            raise
+        admission = admission or service.admit()
+        assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
+        gate = publish_gate(conversation, body.output_format)
         events = gated(service.run(prepared, admission), gate)
         if body.stream:
-            turn.hand_over()  # to the stream: its on_close releases the turn, however the stream ends
-
-            def release() -> None:
-                admission.release()
-                turn.release()
-
-            return EventStreamResponse(_stream(assembler, events), on_close=release,
-                                       farewell=lambda: _encoded(assembler.interrupted(shutdown_error())),
-                                       keepalive=keepalive_s if gate.active else None)
-        # a client gone is a 499: the drain is cancelled, which stops the engine; the caller's `with` then
-        # releases the turn
-        snapshot = lambda: Response(orjson.dumps(assembler.snapshot()), media_type="application/json")  # noqa: E731
-        return await answer_json(request, events, assembler.on_event, on_close=admission.release, answer=snapshot)
+            keepalive = keepalive_s if gate.active else None  # comments only while output is held
+            return _answer_stream(assembler, events, admission, turn, keepalive_s=keepalive)
+        return await _answer_json(request, assembler, events, admission)
 
     @router.post("/v1/responses/compact")
     async def compact_response() -> Response:
@@ -94,6 +101,29 @@ def responses_router(
         )
 
     return router
+
+
+def _answer_stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent], admission: Admission,
+                   turn: StoredTurn, *, keepalive_s: float | None) -> Response:
+    """The SSE answer. The turn is handed over to the stream: its `on_close` releases the admission and
+    the turn, however the stream ends (done, client gone, shutdown: then the farewell ends it)."""
+    turn.hand_over()
+
+    def release() -> None:
+        admission.release()
+        turn.release()
+
+    return EventStreamResponse(_stream(assembler, events), on_close=release,
+                               farewell=lambda: _encoded(assembler.interrupted(shutdown_error())),
+                               keepalive=keepalive_s)
+
+
+async def _answer_json(request: Request, assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent],
+                       admission: Admission) -> Response:
+    """The JSON answer: the response once generated. A client gone is a 499: the drain is cancelled, which
+    stops the engine; the caller's `with` then releases the turn."""
+    snapshot = lambda: Response(orjson.dumps(assembler.snapshot()), media_type="application/json")  # noqa: E731
+    return await answer_json(request, events, assembler.on_event, on_close=admission.release, answer=snapshot)
 
 
 async def _in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,

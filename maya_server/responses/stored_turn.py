@@ -18,30 +18,24 @@ however the job ends: done, cancelled, timed out, failed). A failure while
 opening releases what was pinned before it propagates. `release()` is
 idempotent, and a turn can be handed over only once.
 
-The history comes from the response store, or, when the store has evicted a
-background response whose job record is still retained, from that record;
-its items are then stored again with this turn. `save` is the assembler's
-`on_finish`: it runs before the terminal event.
+Which history a turn continues is decided by `ResponseRecords.open_turn`
+(`records.py`), the one owner of "job record first, then the store": it hands
+this turn either the store's copy, already pinned, or, when the store has
+evicted a background response whose job record is still retained, that
+record's items, which are then stored again with this turn. `save` is the
+assembler's `on_finish`: it runs before the terminal event.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Sequence
 
 import orjson
 
-from ..errors import NotFoundError
 from .request import ResponsesRequest
 from .request_items import InputItem
 from .store import Continuation, ResponseStore
 from .stored_items import replay, stored_input_items
-
-
-class HistoryRecord(Protocol):
-    """A retained background job, as far as a continuation needs it."""
-
-    def check_continuable(self) -> None: ...
-    def history_items(self) -> list[dict]: ...
 
 
 class StoredTurn:
@@ -53,37 +47,27 @@ class StoredTurn:
         store: ResponseStore,
         owner: str,
         request: ResponsesRequest,
-        find_record: Callable[[str, str], HistoryRecord | None] = lambda owner, response_id: None,
+        base: Continuation | None = None,
+        carried: Sequence[dict] = (),
     ) -> None:
+        """`base`: the continued stored response, pinned by the caller and released by this turn from now
+        on (even when this constructor refuses); `carried`: a job record's history when the store has none."""
         self.store = store
         self.owner = owner
         self.request = request
-        self.base: Continuation | None = None
+        self.base = base
         self.history: list[dict] = []
         """The continued history's items (request-owned, released with the turn)."""
-        self.carried: list[dict] = []
+        self.carried: list[dict] = list(carried)
         """History taken from a job record, stored again with this turn."""
         self.new_items: list[dict] = []
         self.prior: tuple[InputItem, ...] = ()
         self.handed_over = False
-        if request.previous_response_id is not None:
-            self._open_base(request.previous_response_id, find_record)
         try:
             self._prepare()
         except BaseException:
             self.release()
             raise
-
-    def _open_base(self, response_id: str, find_record: Callable[[str, str], HistoryRecord | None]) -> None:
-        record = find_record(self.owner, response_id)
-        if record is not None:
-            record.check_continuable()
-        try:
-            self.base = self.store.begin(self.owner, response_id)
-        except NotFoundError:
-            if record is None:
-                raise
-            self.carried = record.history_items()
 
     def _prepare(self) -> None:
         self.history = self.base.items() if self.base is not None else self.carried

@@ -21,8 +21,10 @@ def numbered_log(max_count: int, max_bytes: int) -> EventLog:
     return log
 
 
-def decode(frame: bytes) -> dict:
-    return orjson.loads(frame.split(b"data: ", 1)[1])
+def decode(event: dict) -> dict:
+    """What a reader gets is the event itself (encoding is the streaming reader's job); a copy through JSON
+    shows it is still serialisable as it was appended."""
+    return orjson.loads(orjson.dumps(event))
 
 
 def test_count_and_byte_bounds_drop_the_oldest():
@@ -34,6 +36,14 @@ def test_count_and_byte_bounds_drop_the_oldest():
     for n in range(10):
         small.append(event(n, 50))
     assert small.bytes <= 300 and small.last == 9 and small.first_retained > 0
+
+
+def test_bytes_count_each_event_json_size_and_drop_with_it():
+    log = numbered_log(2, 10_000)
+    sizes = [len(orjson.dumps(event(n))) for n in range(3)]
+    for n in range(3):
+        log.append(event(n))
+    assert log.bytes == sum(sizes[1:])  # the dropped event's bytes went with it
 
 
 def test_a_single_event_over_the_byte_limit_is_refused():

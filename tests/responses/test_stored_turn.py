@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from maya_server.errors import InvalidRequestError
+from maya_server.responses.jobs import JobManager
+from maya_server.responses.records import ResponseRecords
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store import ResponseStore
 from maya_server.responses.stored_turn import StoredTurn
@@ -35,7 +37,9 @@ def stored_base() -> ResponseStore:
 
 
 def continuing(store: ResponseStore, **fields) -> StoredTurn:
-    return StoredTurn(store, OWNER, parse(previous_response_id="r1", **fields))
+    """Opened the way a request opens it: its records choose and pin the continued history."""
+    records = ResponseRecords(JobManager(ResponsesSettings()), store)
+    return records.open_turn(OWNER, parse(previous_response_id="r1", **fields))
 
 
 def nothing_left(store: ResponseStore, *stored_ids: str) -> bool:

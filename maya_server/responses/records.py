@@ -1,0 +1,145 @@
+"""Response records: the one place that knows a response can live in two places.
+
+A response is found in a retained background job record (`JobManager`: its live
+snapshot, its events, its input history) or in the response store
+(`ResponseStore`: what `store:true` saved). The two overlap: a background job
+stored on completion is in both until its record expires, and a record can
+outlive the store's copy (evicted, TTL). The policy is decided here, once:
+
+- retrieve: the job record first (it is the live state), then the store;
+- stream: only a job record has events; a response known only from the store is
+  a 409, an unknown one a 404;
+- continue (`previous_response_id`): a running job is a 409, a cancelled or
+  failed one a 400; otherwise the store's copy (pinned for the turn), else the
+  record's history, which the turn then stores again;
+- input items: the store's, else the record's;
+- delete: both copies; a running job is a 409;
+- cancel: a retained job is cancelled; a finished background response from the
+  store answers as it is; any other response is a 400.
+
+Every lookup is scoped to the caller's key (a hash): another key's, expired,
+evicted, deleted and unknown ids are all the same 404. Errors are `MayaError`s
+(OpenAI-shaped codes); translating to HTTP is the routes' part, so this module
+and what it owns never import the HTTP layer.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from ..errors import ConflictError, InvalidRequestError, NotFoundError
+from .jobs import Job, JobManager
+from .request import ResponsesRequest
+from .store import Continuation, ResponseStore
+from .stored_turn import StoredTurn
+
+
+class ResponseRecords:
+    """Owns the background job records and the response store; see the module docstring for the policy."""
+
+    def __init__(self, jobs: JobManager, store: ResponseStore) -> None:
+        self.jobs = jobs
+        self.store = store
+
+    def retrieve(self, owner: str, response_id: str) -> dict:
+        """The response as its owner sees it now: a retained job's live snapshot, else the stored copy (404)."""
+        job = self.jobs.find(owner, response_id)
+        return job.snapshot() if job is not None else self.store.get(owner, response_id)
+
+    def streamable(self, owner: str, response_id: str) -> Job:
+        """The job whose retained events a reader replays: 404 when unknown, 409 when only stored."""
+        job = self.jobs.find(owner, response_id)
+        if job is None:
+            self.store.get(owner, response_id)  # 404 when unknown
+            raise ConflictError(
+                f"The events of response '{response_id}' are not retained (it is not a background response, "
+                "or its record has expired). Retrieve it without 'stream'.",
+                param="stream",
+            )
+        return job
+
+    def open_turn(self, owner: str, request: ResponsesRequest) -> StoredTurn:
+        """This request's stored turn, its continued history chosen and pinned (see `StoredTurn` for who
+        releases it). Every refusal of `previous_response_id` comes from here, before generation."""
+        base, carried = None, []
+        if request.previous_response_id is not None:
+            base, carried = self._continued(owner, request.previous_response_id)
+        return StoredTurn(self.store, owner, request, base, carried)
+
+    def _continued(self, owner: str, response_id: str) -> tuple[Continuation | None, list[dict]]:
+        """The store's copy pinned, or (evicted from the store) the retained record's history to carry."""
+        job = self.jobs.find(owner, response_id)
+        if job is not None:
+            _check_continuable(job)
+        try:
+            return self.store.begin(owner, response_id), []
+        except NotFoundError:
+            if job is None:
+                raise
+            return None, job.history_items()
+
+    def input_items(self, owner: str, response_id: str, *, order: str, limit: int, after: str | None) -> dict:
+        """One page of the response's input items (a list object), newest first when `order` is "desc";
+        `after` is an item id of that response (400 when it is not one)."""
+        items = self._input_items(owner, response_id)
+        if order == "desc":
+            items = items[::-1]
+        start = _position_after(items, after) if after is not None else 0
+        page = items[start : start + limit]
+        with self.store.assembling(sum(len(data) for _, data in page)):
+            data = [orjson.loads(raw) for _, raw in page]
+        return {
+            "object": "list", "data": data,
+            "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None,
+            "has_more": start + limit < len(items),
+        }
+
+    def _input_items(self, owner: str, response_id: str) -> list[tuple[str, bytes]]:
+        """(id, JSON) of each input item, oldest first: from the store, else from a retained job record."""
+        try:
+            return [(block.item_id, block.data) for block in self.store.input_blocks(owner, response_id)]
+        except NotFoundError:
+            job = self.jobs.find(owner, response_id)
+            if job is None:
+                raise
+            return [(item["id"], orjson.dumps(item)) for item in orjson.loads(job.history)]
+
+    def delete(self, owner: str, response_id: str) -> None:
+        """Forget the response everywhere it is kept: 409 while its job is active, 404 when it is nowhere."""
+        had_record = self.jobs.delete(owner, response_id)  # 409 while the job is active
+        try:
+            self.store.delete(owner, response_id)
+        except NotFoundError:
+            if not had_record:
+                raise
+
+    async def cancel(self, owner: str, response_id: str) -> dict:
+        """Cancel a background response (idempotent) and return its state; any other response is a 400."""
+        job = self.jobs.find(owner, response_id)
+        if job is not None:
+            return await self.jobs.cancel(job)
+        stored = self.store.get(owner, response_id)  # 404 when unknown
+        if not stored.get("background"):
+            raise InvalidRequestError("Only background responses can be cancelled.", param=None)
+        return stored  # a finished background response: cancelling again changes nothing
+
+
+def _check_continuable(job: Job) -> None:
+    """A job can be continued once it finished with an answer: running is a 409, cancelled or failed a 400."""
+    if job.active:
+        raise ConflictError(
+            f"Response '{job.id}' is still {job.state}; wait for it to finish before continuing it.",
+            param="previous_response_id",
+        )
+    if job.state in ("cancelled", "failed"):
+        raise InvalidRequestError(
+            f"Response '{job.id}' {job.state} and cannot be continued; continue from an earlier response.",
+            param="previous_response_id",
+        )
+
+
+def _position_after(items: list[tuple[str, bytes]], item_id: str) -> int:
+    for i, (candidate, _) in enumerate(items):
+        if candidate == item_id:
+            return i + 1
+    raise InvalidRequestError(f"No item with id '{item_id}' in this response's input.", param="after")
