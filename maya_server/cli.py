@@ -165,15 +165,16 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     from .app import create_app
     from .http.protocol import serving_protocols
     from .http.shutdown import GracefulServer
-    from .families.detection import resolve_family
+    from .engine_setup import resolve_family, template_family
 
+    detected = template_family(engine)
     try:
-        config = resolve_family(config, engine.template_family)
+        config = resolve_family(config, detected)
     except ConfigError as exc:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
         return 2
     app = create_app(config, engine)
-    print(f"{prog}: {config.family} family ({_family_source(config, engine)}); context {engine.context_size} tokens "
+    print(f"{prog}: {config.family} family ({_family_source(config, detected)}); context {engine.context_size} tokens "
           f"per sequence ({_context_source(config)}), {engine.slots} at once", flush=True)
     print(f"{prog}: serving {config.served_model_name} ({config.family}) on http://{config.host}:{config.port}", flush=True)
     # On SIGTERM open streams end with a terminal event and jobs are cancelled first (GracefulServer);
@@ -185,10 +186,10 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     return 0
 
 
-def _family_source(config: ServerConfig, engine) -> str:
+def _family_source(config: ServerConfig, detected: str | None) -> str:
     if config.family_explicit:
         return "as configured"
-    return "from the model's chat template" if engine.template_family else "the template names none: the default"
+    return "from the model's chat template" if detected else "the template names none: the default"
 
 
 def _context_source(config: ServerConfig) -> str:

@@ -137,8 +137,10 @@ class Engine(ABC):
     reports_prompt_progress: bool = False
     """Whether `generate` yields `PromptProgress` when `generation.report_progress` asks (else the pipeline
     synthesizes it)."""
-    template_family: str | None = None
-    """The model family the engine's own chat template names (see `family.py`), when it has one."""
+    chat_template: str | None = None
+    """The chat template the engine read from its model (a GGUF's, a model directory's, an upstream's `/props`),
+    as text; None when it has none. The engine only reports it: which family it names is decided at the edge
+    (`engine_setup.template_family`)."""
     accepts_images: bool = False
     """Whether `generate` takes `Generation.images` (llama-server with a multimodal projector)."""
     images_refusal: str = "this engine takes text prompts only"
