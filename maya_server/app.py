@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from contextlib import asynccontextmanager, suppress
+from dataclasses import fields
 from typing import Callable
 
 from fastapi import FastAPI
@@ -20,7 +21,9 @@ from .families import get_dialect
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .pipeline.generation import GenerationService
-from .images.loader import ImageLimits, ImageLoader
+from .images.encoder import bound_for, read_projector
+from .images.limits import ImageLimits
+from .images.loader import ImageLoader
 from .http.auth import ApiKeyMiddleware
 from .http.body import BodyLimits
 from .http.cors import JsonErrorCORSMiddleware
@@ -69,7 +72,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.slots_total.set(engine.slots)
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
-    images = ImageLoader(ImageLimits.from_config(config), metrics)
+    images = ImageLoader(image_limits(config), metrics)
     metrics.image_memory_bytes.set_function(lambda: images.memory.in_use)
     metrics.image_memory_limit_bytes.set(images.memory.limit)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics, images)
@@ -138,3 +141,12 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.add_middleware(ShutdownGate, shutdown=shutdown)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     return app
+
+
+def image_limits(config: ServerConfig) -> ImageLimits:
+    """The `image_*` settings as the image loader's limits: each field is its setting without the `image_`
+    prefix, and the bound is `image_max_side` tightened by the embedded engine's projector (a remote one's
+    file cannot be read)."""
+    projector = read_projector(config.mmproj) if config.engine == "llamacpp" else None
+    settings = {f.name: getattr(config, f"image_{f.name}") for f in fields(ImageLimits) if f.name != "bound"}
+    return ImageLimits(**settings, bound=bound_for(config.image_max_side, projector))

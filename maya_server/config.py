@@ -23,6 +23,7 @@ import orjson
 
 from .errors import ConfigError
 from .families import DIALECT_NAMES as FAMILIES
+from .images.limits import MAX_SIDE as IMAGE_MAX_SIDE, ImageLimits
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 
 ENGINES = ("llamacpp", "scripted", "upstream")
@@ -79,27 +80,19 @@ class ServerConfig:
     """Extra llama-server flags for the embedded engine (e.g. `--no-repack`), after Maya's own."""
     mmproj: str | None = None
     """llama.cpp's multimodal projector GGUF for the model (the model's `mmproj` file): turns image inputs on."""
-    image_max_bytes: int = 20 * 1024 * 1024
-    """The largest image (fetched body or decoded data URL); enforced while a fetch streams."""
-    image_max_pixels: int = 33_177_600
-    """Width x height above this is refused before decoding (decompression bombs); default 8K UHD."""
-    image_max_count: int = 8
-    """Images one request may carry."""
-    image_fetch_timeout: float = 10.0
-    """Seconds to connect to, and between reads from, an image URL's server."""
-    image_fetch_deadline: float = 30.0
-    """Seconds one image's whole fetch may take (redirects and body included), however steadily it reads."""
-    image_max_side: int = 1536
+    # The image loader's limits (`images/limits.py` says what each is, and holds its default).
+    image_max_bytes: int = ImageLimits.max_bytes
+    image_max_pixels: int = ImageLimits.max_pixels
+    image_max_count: int = ImageLimits.max_count
+    image_fetch_timeout: float = ImageLimits.fetch_timeout
+    image_fetch_deadline: float = ImageLimits.fetch_deadline
+    image_max_side: int = IMAGE_MAX_SIDE
     """The longest side an image keeps: larger ones are scaled down to fit (and further to the projector's
     own input size when its metadata states one) before the engine sees them."""
-    image_request_bytes: int = 1024 * 1024 * 1024
-    """Decoded bytes one request's images may add up to (width x height x bytes per pixel, as decoded)."""
-    image_server_bytes: int = 768 * 1024 * 1024
-    """Image bytes the whole server holds at once while images load (fetched bodies, decoded pixels); the
-    default holds the costliest single image the other limits allow (a 33 MP WebP, ~560 MB to decode)."""
-    image_max_redirects: int = 3
-    image_allow_private: bool = False
-    """Allow image URLs that resolve to loopback, private, link-local or metadata addresses (off: refused)."""
+    image_request_bytes: int = ImageLimits.request_bytes
+    image_server_bytes: int = ImageLimits.server_bytes
+    image_max_redirects: int = ImageLimits.max_redirects
+    image_allow_private: bool = ImageLimits.allow_private
     model_name: str | None = None
     tokenizer: str | None = None
     upstream_url: tuple[str, ...] = ()
