@@ -36,7 +36,7 @@ from .http.status import status_router
 from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
-from .mcp.connection import McpSettings
+from .mcp.settings import McpSettings
 from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
 from .responses.resources import resources_router
@@ -76,10 +76,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.image_memory_bytes.set_function(lambda: images.memory.in_use)
     metrics.image_memory_limit_bytes.set(images.memory.limit)
     service = GenerationService(engine, get_dialect(config.family), queue, metrics, images)
-    hub = McpHub(config.mcp_servers, McpSettings(
-        call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
-        start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,
-    ))
+    hub = McpHub(config.mcp_servers, mcp_settings(config))
     metrics.registry.register(McpCollector(hub))
 
     shutdown = Shutdown()
@@ -150,3 +147,8 @@ def image_limits(config: ServerConfig) -> ImageLimits:
     projector = read_projector(config.mmproj) if config.engine == "llamacpp" else None
     settings = {f.name: getattr(config, f"image_{f.name}") for f in fields(ImageLimits) if f.name != "bound"}
     return ImageLimits(**settings, bound=bound_for(config.image_max_side, projector))
+
+
+def mcp_settings(config: ServerConfig) -> McpSettings:
+    """The `mcp_*` settings the MCP servers are run with: each field is its setting without the `mcp_` prefix."""
+    return McpSettings(**{f.name: getattr(config, f"mcp_{f.name}") for f in fields(McpSettings)})

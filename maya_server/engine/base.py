@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import AsyncIterator, Literal, Sequence, Union
 
 from ..errors import EngineError
@@ -38,15 +38,33 @@ DEFAULT_CTX = 4096
 its training context, an upstream that reports none."""
 
 
+DEFAULT_TEMPERATURE = 1.0
+"""OpenAI's default temperature: what a request that names none gets (and what its response reports)."""
+DEFAULT_TOP_P = 1.0
+"""OpenAI's default nucleus: the whole distribution."""
+
+
 @dataclass(frozen=True)
-class SamplingParams:
-    max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
+class Sampling:
+    """How the next token is drawn, in OpenAI's terms and with OpenAI's defaults. Declared once, here: what a
+    request asks (`pipeline.generation.GenerationSettings`) and what an engine is sent (`SamplingParams`) both
+    extend it, and one becomes the other with `sampling()`."""
+
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     """OpenAI's penalties (-2..2) on tokens already generated: once present, and per occurrence."""
     seed: int | None = None
+
+    def sampling(self) -> dict[str, object]:
+        """The `Sampling` fields and their values, to build another kind of `Sampling` from."""
+        return {f.name: getattr(self, f.name) for f in fields(Sampling)}
+
+
+@dataclass(frozen=True)
+class SamplingParams(Sampling):
+    max_tokens: int = field(kw_only=True)
     stop_token_ids: frozenset[int] = frozenset()
     """Tokens that end the turn besides the model's own end-of-generation tokens; never yielded."""
 

@@ -50,6 +50,7 @@ from pathlib import Path
 import httpx
 
 from ..errors import EngineStartError
+from .defaults import CACHE_RAM_MIB
 
 log = logging.getLogger("maya.engine")
 child_log = logging.getLogger("maya.llama-server")
@@ -88,7 +89,7 @@ class LlamaServerOptions:
     """Context per slot; llama-server gets `slots × ctx` in all."""
     threads: int = 0
     gpu_layers: int | None = None
-    cache_ram_mib: int = 2048
+    cache_ram_mib: int = CACHE_RAM_MIB
     mmproj: str | None = None
     extra_args: tuple[str, ...] = ()
     """The operator's own llama-server flags (`--engine-arg`), after Maya's."""

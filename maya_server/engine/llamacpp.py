@@ -41,6 +41,7 @@ from ..model.gguf_vocabulary import GgufVocabulary
 from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX
+from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB
 from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary
 from .llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
@@ -76,12 +77,12 @@ class EmbeddedOptions:
     """Context per slot, instead of the model's training context (else `DEFAULT_CTX`)."""
     threads: int = 0
     gpu_layers: int | None = None
-    cache_ram_mib: int = 2048
+    cache_ram_mib: int = CACHE_RAM_MIB
     mmproj: str | None = None
     tokenizer_dir: str | None = None
     """A model directory whose `tokenizer.json` replaces llama-server's own tokenizer."""
-    read_timeout: float = 600.0
-    tokenize_cache_mib: int = 64
+    read_timeout: float = READ_TIMEOUT_S
+    tokenize_cache_mib: int = TOKENIZE_CACHE_MIB
     """The bound of the cache of prompt runs' token ids (`TokenCache`)."""
     extra_args: tuple[str, ...] = ()
     """The operator's own llama-server flags."""

@@ -37,6 +37,7 @@ from typing import AsyncIterator
 
 from ..errors import UpstreamError, UpstreamRejected
 from .base import Counts, Engine, Generation, StreamItem
+from .defaults import AFFINITY_ENTRIES, REPLICA_PROBE_S, REPLICA_ROUTING
 from .option_error import EngineOptionError
 from .prefix_affinity import PrefixTable, block_keys
 from .replica import Replica
@@ -52,9 +53,9 @@ class ReplicaSetOptions:
     """What `ReplicaSetEngine.connect` needs; `engine_setup` fills it from the settings."""
 
     replicas: tuple[UpstreamOptions, ...]
-    routing: str = "affinity"
-    affinity_entries: int = 131072
-    probe_s: float = 5.0
+    routing: str = REPLICA_ROUTING
+    affinity_entries: int = AFFINITY_ENTRIES
+    probe_s: float = REPLICA_PROBE_S
 
 
 class ReplicaSetEngine(Engine):

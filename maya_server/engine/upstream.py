@@ -44,6 +44,7 @@ from ..model.chat_template import template_from_model_dir
 from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
+from .defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from .event_stream import ERROR, Endpoint
 from .option_error import EngineOptionError
 from .slot_choice import SlotChooser, SlotChooserCollector
@@ -76,8 +77,8 @@ class UpstreamOptions:
     """Sequences at once, instead of the upstream's own `total_slots` (else `DEFAULT_SLOTS`)."""
     context_size: int | None = None
     """The context, instead of the upstream's own (else `DEFAULT_CTX`)."""
-    connect_timeout: float = 5.0
-    read_timeout: float = 600.0
+    connect_timeout: float = CONNECT_TIMEOUT_S
+    read_timeout: float = READ_TIMEOUT_S
 
 
 class UpstreamEngine(Engine):
@@ -92,8 +93,8 @@ class UpstreamEngine(Engine):
         slots: int,
         context_size: int,
         key: str | None = None,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 600.0,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        read_timeout: float = READ_TIMEOUT_S,
         uds: str | None = None,
     ) -> None:
         """`uds`: reach `url` over this Unix socket (the embedded engine's private llama-server)."""
