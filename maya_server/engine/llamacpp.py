@@ -28,7 +28,7 @@ exits 2 on either); neither leaves a child behind.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterator
 
@@ -113,11 +113,7 @@ class LlamaCppEngine(UpstreamEngine):
         metadata = _metadata(options.model)
         vocabulary = _vocabulary(metadata)
         ctx = options.ctx or training_context(metadata) or DEFAULT_CTX
-        process = LlamaServerProcess(LlamaServerOptions(
-            binary=_binary(), model=options.model, slots=options.slots, ctx=ctx, threads=options.threads,
-            gpu_layers=options.gpu_layers, cache_ram_mib=options.cache_ram_mib, mmproj=options.mmproj,
-            extra_args=options.extra_args,
-        ))
+        process = LlamaServerProcess(child_options(options, binary=_binary(), ctx=ctx))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
                  Path(options.model).name, options.slots, ctx,
                  "--ctx" if options.ctx else "the model's training context", options.cache_ram_mib)
@@ -158,6 +154,14 @@ class LlamaCppEngine(UpstreamEngine):
         if isinstance(self.tokenizer, LlamaServerTokenizer):
             self.tokenizer.close()
         self.process.stop()
+
+
+def child_options(options: EmbeddedOptions, **worked_out) -> LlamaServerOptions:
+    """The child's options: each `LlamaServerOptions` field that `options` has by the same name (model, slots,
+    threads, …) carried over, and those worked out at start-up (`binary`; `ctx`, which the model's training
+    context may fill) given, so a new option of both is carried without another line here."""
+    carried = {f.name: getattr(options, f.name) for f in fields(LlamaServerOptions) if f.name not in worked_out}
+    return LlamaServerOptions(**carried, **worked_out)
 
 
 def check_tokenizer(tokenizer: Tokenizer, vocabulary: GgufVocabulary, client: httpx.Client) -> None:
