@@ -7,19 +7,21 @@ delay), so the engine layer never sees the CLI's config. An engine that cannot
 start with a value says which option and what is wrong (`EngineOptionError`);
 here that becomes a `ConfigError` naming the setting the option came from
 (`EMBEDDED_SETTINGS`, `UPSTREAM_SETTINGS`), which the CLI prints before it
-exits 2. The engine reports the chat template it read; the family it names is
+exits 2. A child that crashed while loading is an `EngineStartError` with
+its exit status, to which `crash_advice` adds what to try. The engine reports the chat template it read; the family it names is
 decided here too (`template_family`, `resolve_family`), against `--family`.
 """
 
 from __future__ import annotations
 
+import signal
 from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
 
 from .config import ServerConfig
 from .engine.base import DEFAULT_CTX, Engine
 from .engine.option_error import EngineOptionError
-from .errors import ConfigError
+from .errors import ConfigError, EngineStartError
 from .families.detection import contradicts, family_from_template
 
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
@@ -66,6 +68,8 @@ def create_engine(config: ServerConfig) -> Engine:
     except EngineOptionError as exc:
         settings = EMBEDDED_SETTINGS if config.engine == "llamacpp" else UPSTREAM_SETTINGS
         raise ConfigError(settings.get(exc.option, "engine"), WORDING.get(exc.reason, exc.problem)) from None
+    except EngineStartError as exc:
+        raise EngineStartError(f"{exc}{crash_advice(exc.returncode)}", returncode=exc.returncode) from None
     engine.batch_interval = config.relay_batch_ms / 1000  # both relay an engine's HTTP stream (upstream.py)
     return engine
 
@@ -112,6 +116,19 @@ def replica_set_options(config: ServerConfig) -> ReplicaSetOptions:
         routing=config.replica_routing, affinity_entries=config.replica_affinity_entries,
         probe_s=config.replica_probe_s,
     )
+
+
+def crash_advice(returncode: int | None) -> str:
+    """What to try, naming the settings, after the child died by `returncode` while loading ("" for an ordinary
+    exit, whose log says why: a missing or unreadable model, too little memory)."""
+    if returncode is None or returncode >= 0:
+        return ""
+    if -returncode == signal.SIGILL:
+        return ("\nSIGILL: the binary uses an instruction this CPU lacks. It is built for the CPU that built it and "
+                "cached per CPU; delete ~/.cache/maya/llama-server-* (or MAYA_LLAMA_SERVER_CACHE) to rebuild it here.")
+    return ("\nThis is a crash inside llama.cpp, not a problem with Maya's settings. Try its generic CPU kernels with "
+            "--engine-arg=--no-repack (config key engine_args, MAYA_ENGINE_ARGS), or another llama-server flag the "
+            "same way; on a GPU try --gpu-layers 0 to rule the GPU out.")
 
 
 def template_family(engine: Engine) -> str | None:

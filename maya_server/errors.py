@@ -206,7 +206,12 @@ class ConfigError(ValueError):
 
 
 class EngineStartError(RuntimeError):
-    """llama-server did not come up; the message carries its last log lines."""
+    """llama-server did not come up; the message carries its last log lines, `returncode` its exit status when it
+    died while loading (negative: the signal), so the edge can add what to try."""
+
+    def __init__(self, message: str, *, returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
 
 
 class ClientGone(Exception):
