@@ -30,6 +30,7 @@ from .families import DIALECT_NAMES as FAMILIES
 from .images.limits import MAX_SIDE as IMAGE_MAX_SIDE, ImageLimits
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 from .mcp.settings import McpSettings
+from .util.json_depth import MAX_JSON_DEPTH
 
 ENGINES = ("llamacpp", "scripted", "upstream")
 REPLICA_ROUTINGS = ("affinity", "round-robin")
@@ -61,7 +62,7 @@ class ServerConfig:
     max_queue: int = 64
     max_body_bytes: int = 32 * 1024 * 1024
     """A request body larger than this is a 413, refused before the rest is read."""
-    max_json_depth: int = 64
+    max_json_depth: int = MAX_JSON_DEPTH
     """JSON nested deeper than this in a request body is a 400 (see json_depth.py for why)."""
     allowed_hosts: tuple[str, ...] = ()
     """`Host` header names accepted besides loopback names and the listen address; `*` accepts any."""
