@@ -162,8 +162,8 @@ class Engine(ABC):
     accepts_images: bool = False
     """Whether `generate` takes `Generation.images` (llama-server with a multimodal projector)."""
     images_refusal: str = "this engine takes text prompts only"
-    """Why images are refused here (the 400's message); where a Maya setting would enable them, the edge
-    (`engine_setup`) adds it."""
+    """Why images are refused here, and what would enable them (the 400's message); the embedded engine's
+    remedy is a Maya setting, which the edge (`engine_setup`) adds."""
     image_tokens: int = 0
     """Context positions one image takes (measured at start-up), for the context check before generation."""
     blocking_tokenizer: bool = False
