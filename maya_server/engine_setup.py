@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from .config import ServerConfig
 from .engine.base import DEFAULT_CTX, Engine
-from .engine.option_error import EngineOptionError
-from .errors import ConfigError, EngineStartError
+from .errors import ConfigError, EngineOptionError, EngineStartError
 from .families.detection import contradicts, family_from_template
 
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured

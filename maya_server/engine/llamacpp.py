@@ -35,7 +35,7 @@ from typing import Iterator
 import httpx
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..errors import UnsupportedVocabulary, UpstreamError
+from ..errors import EngineOptionError, UnsupportedVocabulary, UpstreamError
 from ..model.gguf_metadata import read_gguf_metadata, training_context
 from ..model.gguf_vocabulary import GgufVocabulary
 from ..model.hf_tokenizer import HfTokenizer
@@ -45,7 +45,6 @@ from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB
 from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary
 from .llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
-from .option_error import EngineOptionError
 from .upstream import UpstreamEngine
 from .upstream_probe import measure_image_tokens, probe_upstream
 

@@ -25,8 +25,7 @@ from pathlib import PurePosixPath
 
 import httpx
 
-from ..errors import UpstreamError
-from .option_error import EngineOptionError
+from ..errors import EngineOptionError, UpstreamError
 from .upstream import UpstreamEngine, UpstreamOptions
 from .upstream_probe import model_card, probe_upstream
 

@@ -35,10 +35,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
-from ..errors import UpstreamError, UpstreamRejected
+from ..errors import EngineOptionError, UpstreamError, UpstreamRejected
 from .base import Counts, Engine, Generation, StreamItem
 from .defaults import AFFINITY_ENTRIES, REPLICA_PROBE_S, REPLICA_ROUTING
-from .option_error import EngineOptionError
 from .prefix_affinity import PrefixTable, block_keys
 from .replica import Replica
 from .replica_metrics import ReplicaCollector

@@ -39,14 +39,13 @@ from typing import AsyncIterator
 import httpx
 import orjson
 
-from ..errors import EngineError, UpstreamError, UpstreamRejected
+from ..errors import EngineError, EngineOptionError, UpstreamError, UpstreamRejected
 from ..model.chat_template import template_from_model_dir
 from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
 from .defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from .event_stream import ERROR, Endpoint
-from .option_error import EngineOptionError
 from .slot_choice import SlotChooser, SlotChooserCollector
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream

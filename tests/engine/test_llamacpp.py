@@ -24,9 +24,8 @@ import pytest
 from maya_server.neutral.conversation import Conversation, Message, TextPart
 from maya_server.families import get_dialect
 from maya_server.engine.llama_server import LlamaServerOptions, LlamaServerProcess
-from maya_server.errors import EngineStartError
+from maya_server.errors import EngineOptionError, EngineStartError
 from maya_server.engine.llamacpp import check_tokenizer
-from maya_server.engine.option_error import EngineOptionError
 from maya_server.engine_setup import EMBEDDED_SETTINGS, WORDING, template_family
 
 from tests.embedded import child_http, embedded_server, process_gone, start_cli
