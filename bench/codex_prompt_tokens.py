@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from maya_server.families import get_dialect  # noqa: E402
+from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.scripted import ScriptedEngine  # noqa: E402
 from maya_server.model.hf_tokenizer import HfTokenizer  # noqa: E402
 from maya_server.responses.convert import to_conversation  # noqa: E402
@@ -62,7 +62,7 @@ def main() -> None:
         print(f"Codex's first request: {len(request.tools)} tools, {len(request.input or ())} input items, "
               f"{len(request.instructions or '')} characters of instructions")
         for label, (family, tokenizer) in tokenizers.items():
-            ids = get_dialect(family).render(conversation).token_ids(tokenizer)
+            ids = get_family(family).render(conversation).token_ids(tokenizer)
             print(f"{label:28} {len(ids):6} prompt tokens")
 
 

@@ -43,7 +43,7 @@ from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
-from maya_server.families import get_dialect  # noqa: E402
+from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.llama_tokenizer import LlamaServerTokenizer, TokenCache  # noqa: E402
 from maya_server.families.detection import family_from_template  # noqa: E402
 from maya_server.model.gguf_metadata import read_gguf_metadata  # noqa: E402
@@ -109,8 +109,8 @@ def prompt_ids(model: str, llama_url: str, prompt: str) -> list[int]:
     """The ids Maya sends for one user message: the model's family's rendering, tokenized as the embedded engine
     tokenizes (SmolLM2: its rebuilt tokenizer, proven equal; any other GGUF: the baseline llama-server's own)."""
     metadata = read_gguf_metadata(model)
-    dialect = get_dialect(family_from_template(metadata.get("tokenizer.chat_template")) or "glm")
-    prompt_text = dialect.render(Conversation(turns=(Message("user", (TextPart(prompt),)),)))
+    family = get_family(family_from_template(metadata.get("tokenizer.chat_template")) or "glm")
+    prompt_text = family.render(Conversation(turns=(Message("user", (TextPart(prompt),)),)))
     if model == default_model_path():
         return prompt_text.token_ids(smollm2_tokenizer(model))
     tokenizer = LlamaServerTokenizer(GgufVocabulary(metadata), httpx.Client(base_url=llama_url), TokenCache(1 << 20))

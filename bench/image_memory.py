@@ -61,7 +61,7 @@ for _path in (Path(__file__).resolve().parent, Path(__file__).resolve().parent.p
 
 from maya_process import children, start_maya  # noqa: E402
 
-from maya_server.engine.test_mmproj import write_test_mmproj  # noqa: E402
+from tests.engine.mmproj_fixture import write_test_mmproj  # noqa: E402
 
 WIDTH, HEIGHT = 7680, 4320
 

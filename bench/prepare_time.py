@@ -4,7 +4,7 @@ next turn, beside the time llama-server takes to prefill that prompt.
 Agent clients (Codex, openai-agents) resend their whole history every turn, and the embedded engine asks
 llama-server for the token ids of each text run (`engine/llama_tokenizer.py`). This prints, from one run:
 
-- render: the dialect's render of the conversation (Python, no I/O);
+- render: the family's render of the conversation (Python, no I/O);
 - tokenize cold: every run asked of llama-server (an empty token cache);
 - next turn: render + tokenize after one more exchange (only the new runs are asked);
 - prefill: llama-server's own `timings.prompt_ms` for the whole prompt, no prompt cache;
@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec  # noqa: E402
-from maya_server.families import get_dialect  # noqa: E402
+from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.llama_tokenizer import TokenCache  # noqa: E402
 from maya_server.engine_setup import create_engine, template_family  # noqa: E402
 from tests.embedded import child_http, embedded_config  # noqa: E402
@@ -74,7 +74,7 @@ def main() -> None:
     args.add_argument("--threads", type=int, default=2)
     args.add_argument("--rounds", type=int, default=5)
     args.add_argument("--model", help="a GGUF (default: the shipped SmolLM2)")
-    args.add_argument("--family", default=None, help="the dialect to render with (default: the model's template's)")
+    args.add_argument("--family", default=None, help="the family to render with (default: the model's template's)")
     opts = args.parse_args()
     # SmolLM2 was trained on 8192 tokens and llama-server caps a slot there; the override lifts the cap (its
     # answers past 8k are nonsense, its prefill time is what a model trained that long would take)
@@ -84,17 +84,17 @@ def main() -> None:
         overrides["model"] = opts.model
     engine = create_engine(embedded_config(**overrides))
     try:
-        dialect = get_dialect(opts.family or template_family(engine) or "glm")
+        family = get_family(opts.family or template_family(engine) or "glm")
         turns = 1
-        while len(dialect.render(history(turns)).token_ids(engine.tokenizer)) < opts.tokens:
+        while len(family.render(history(turns)).token_ids(engine.tokenizer)) < opts.tokens:
             turns += 1
         conversation, later = history(turns), history(turns + 1)
         rows: dict[str, list[float]] = {"render": [], "tokenize cold": [], "next turn": []}
         for _ in range(opts.rounds):
             engine.tokenizer.cache = TokenCache(engine.tokenizer.cache.limit_bytes)  # cold: nothing kept
-            render_ms, prompt = timed(lambda: dialect.render(conversation))
+            render_ms, prompt = timed(lambda: family.render(conversation))
             tokenize_ms, ids = timed(lambda: prompt.token_ids(engine.tokenizer))
-            next_ms, next_ids = timed(lambda: dialect.render(later).token_ids(engine.tokenizer))
+            next_ms, next_ids = timed(lambda: family.render(later).token_ids(engine.tokenizer))
             rows["render"].append(render_ms)
             rows["tokenize cold"].append(tokenize_ms)
             rows["next turn"].append(next_ms)
@@ -105,7 +105,7 @@ def main() -> None:
             raise SystemExit(f"llama-server did not prefill: {reply}")
         rows["prefill"] = [reply["timings"]["prompt_ms"]]
         prefill = statistics.median(rows["prefill"])
-        print(f"model {Path(engine.model_path).name}, dialect {dialect.name}, {len(ids)} prompt tokens "
+        print(f"model {Path(engine.model_path).name}, family {family.name}, {len(ids)} prompt tokens "
               f"({turns} agent steps), next turn {len(next_ids)} tokens; preparation: medians of {opts.rounds} rounds")
         for name, values in rows.items():
             ms = statistics.median(values)

@@ -32,7 +32,7 @@ from maya_process import start_maya  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
-from maya_server.families import get_dialect  # noqa: E402
+from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
 from maya_server.engine.upstream_wire import NATIVE_PATH, native_completion_request  # noqa: E402
 from maya_server.model.hf_tokenizer import HfTokenizer  # noqa: E402
@@ -96,7 +96,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         tokenizer_dir = str(write_model_dir(model, Path(work) / "smollm2"))
         conversation = Conversation(turns=(Message("user", (TextPart(PROMPT),)),))
-        prompt_ids = get_dialect("chatml").render(conversation).token_ids(HfTokenizer.from_model_dir(tokenizer_dir))
+        prompt_ids = get_family("chatml").render(conversation).token_ids(HfTokenizer.from_model_dir(tokenizer_dir))
         llama = LlamaServer(model, ctx=2048, parallel=1, threads=opts.threads)
         process = None
         try:

@@ -1,7 +1,7 @@
 """Time to first token with one 1024×768 image ÷ the same request without it.
 
 Maya on the default model (SmolLM2-135M) with the seeded test projector
-(`maya_server/engine/test_mmproj.py`, LLaVA "mlp", 64-pixel input → 16 image
+(`tests/engine/mmproj_fixture.py`, LLaVA "mlp", 64-pixel input → 16 image
 tokens), in its own process, read with the OpenAI SDK, streaming; the first text
 delta marks the first token. The image is a data URL of a noisy 1024×768 PNG
 (≈2.3 MB), so the ratio covers what an image costs Maya end to end: base64 and
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from maya_process import start_maya  # noqa: E402
 
-from maya_server.engine.test_mmproj import write_test_mmproj  # noqa: E402
+from tests.engine.mmproj_fixture import write_test_mmproj  # noqa: E402
 
 QUESTION = "Describe the picture in one sentence."
 

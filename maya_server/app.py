@@ -12,12 +12,13 @@ from dataclasses import fields
 from typing import Callable
 
 from fastapi import FastAPI
+from starlette.middleware import Middleware
 
 from . import __version__
 from .chat.routes import chat_router
 from .config import ServerConfig
 from .errors import JobCleanupError, NotFoundError
-from .families import get_dialect
+from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .pipeline.generation import GenerationService
@@ -75,7 +76,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     images = ImageLoader(image_limits(config), metrics)
     metrics.image_memory_bytes.set_function(lambda: images.memory.in_use)
     metrics.image_memory_limit_bytes.set(images.memory.limit)
-    service = GenerationService(engine, get_dialect(config.family), queue, metrics, images)
+    service = GenerationService(engine, get_family(config.family), queue, metrics, images)
     hub = McpHub(config.mcp_servers, mcp_settings(config))
     metrics.registry.register(McpCollector(hub))
 
@@ -101,7 +102,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
                 images.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
-                  lifespan=lifespan)
+                  lifespan=lifespan, middleware=middleware(config, shutdown, metrics))
     app.state.drain = drain
     app.state.service = service
     app.state.store = store
@@ -121,23 +122,29 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
     ))
 
-    # Outermost last: metrics see every answer, the shutdown gate answers what has not started when draining
-    # begins, the guard refuses forged requests before CORS and auth, CORS answers preflights before auth.
-    app.add_middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public)
-    app.add_middleware(WebSocketRefusal)
-    if config.cors_origins:
-        app.add_middleware(
-            JsonErrorCORSMiddleware,
-            allow_origins=list(config.cors_origins),
-            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
-            allow_headers=["*"],
-            max_age=600,
-        )
-    app.add_middleware(RequestGuard, listen_host=config.host, allowed_hosts=config.allowed_hosts,
-                       allowed_origins=config.cors_origins)
-    app.add_middleware(ShutdownGate, shutdown=shutdown)
-    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
     return app
+
+
+def middleware(config: ServerConfig, shutdown: Shutdown, metrics: Metrics) -> list[Middleware]:
+    """The middleware stack, outermost first: metrics see every answer; the shutdown gate answers what has not
+    started when draining begins; the guard refuses forged requests before CORS and auth; CORS answers
+    preflights before auth; websockets are refused before they reach a route."""
+    cors = [Middleware(
+        JsonErrorCORSMiddleware,
+        allow_origins=list(config.cors_origins),
+        allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+        allow_headers=["*"],
+        max_age=600,
+    )] if config.cors_origins else []
+    return [
+        Middleware(RequestMetricsMiddleware, metrics=metrics),
+        Middleware(ShutdownGate, shutdown=shutdown),
+        Middleware(RequestGuard, listen_host=config.host, allowed_hosts=config.allowed_hosts,
+                   allowed_origins=config.cors_origins),
+        *cors,
+        Middleware(WebSocketRefusal),
+        Middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public),
+    ]
 
 
 def image_limits(config: ServerConfig) -> ImageLimits:

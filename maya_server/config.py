@@ -26,7 +26,7 @@ from .engine.defaults import (
     TOKENIZE_CACHE_MIB,
 )
 from .errors import ConfigError
-from .families import DIALECT_NAMES as FAMILIES
+from .families import FAMILY_NAMES as FAMILIES
 from .images.limits import MAX_SIDE as IMAGE_MAX_SIDE, ImageLimits
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 from .mcp.settings import McpSettings

@@ -2,15 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from maya_server.engine.scripted import ScriptedEngine
 
 from tests.recorder import Recorder
+from tests.scripted import RecordingScriptedEngine
 from tests.server import RunningServer, scripted_config
 
 
 @pytest.fixture
 def start_server():
-    """start_server(script, **config) → a RunningServer over a ScriptedEngine; stopped after the test.
+    """start_server(script, **config) → a RunningServer over a RecordingScriptedEngine (tests/scripted.py); stopped after the test.
 
     Every answer the test gets from it is recorded and, afterwards, validated (OpenAI SDK types,
     the Open Responses schema, OpenAI's error shape): see tests/recorder.py."""
@@ -19,7 +19,7 @@ def start_server():
 
     def start(script=("Hello!",), *, delay: float = 0.0, slots: int = 1, clock=None, **config) -> RunningServer:
         cfg = scripted_config(**config)
-        engine = ScriptedEngine(list(script), context_size=cfg.ctx, delay=delay, slots=slots)
+        engine = RecordingScriptedEngine(list(script), context_size=cfg.ctx, delay=delay, slots=slots)
         recorders.append(Recorder())
         server = RunningServer(cfg, engine, wrap=recorders[-1], **({"clock": clock} if clock else {}))
         servers.append(server)

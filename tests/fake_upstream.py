@@ -7,6 +7,11 @@ text, sent as that engine sends it (llama-server: ids in `logprobs.content`; vLL
 (U+2028 and U+0085 unescaped), and the body cut into small writes at awkward places
 (inside multi-byte characters, between CR and LF), so the reader sees what a slow
 network would hand it.
+
+`FakeUpstream.replaying(kind, directory)` answers instead with a recorded exchange
+(`tests/engine/recordings/`): the engine's `/v1/models` card and its `/v1/completions`
+stream, byte for byte, one write per event as uvicorn sends them (or cut like any other
+answer with `chunk_bytes`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 import orjson
@@ -29,10 +35,15 @@ OWNERS = {"vllm": "vllm", "sglang": "sglang", "llama-server": "llamacpp"}
 
 
 class FakeUpstream:
-    def __init__(self, kind: str, tokenizer: Tokenizer, *, chunk_bytes: int = 7) -> None:
+    def __init__(self, kind: str, tokenizer: Tokenizer | None, *, chunk_bytes: int | None = 7) -> None:
         self.kind = kind
         self.tokenizer = tokenizer
         self.chunk_bytes = chunk_bytes
+        """Bytes per write; None: one write per SSE event."""
+        self.recorded_models: bytes | None = None
+        """A recorded `/v1/models` body, answered instead of the made-up card."""
+        self.recorded_stream: bytes | None = None
+        """A recorded `/v1/completions` body, answered (whatever the request) instead of `answer`."""
         self.answer = "Hello!"
         self.raw_pieces: list[str] | None = None
         """Text-only engines: the JSON string literals (escapes and all) of each chunk, instead of `answer`."""
@@ -50,11 +61,21 @@ class FakeUpstream:
             time.sleep(0.01)
         self.url = f"http://127.0.0.1:{self._server.servers[0].sockets[0].getsockname()[1]}"
 
+    @classmethod
+    def replaying(cls, kind: str, directory: Path, *, chunk_bytes: int | None = None) -> "FakeUpstream":
+        """An upstream that answers with `directory`'s `{kind}.models.json` and `{kind}.v1-completions.sse`."""
+        upstream = cls(kind, None, chunk_bytes=chunk_bytes)
+        upstream.recorded_models = (directory / f"{kind}.models.json").read_bytes()
+        upstream.recorded_stream = (directory / f"{kind}.v1-completions.sse").read_bytes()
+        return upstream
+
     def stop(self) -> None:
         self._server.should_exit = True
         self._thread.join(timeout=10)
 
     async def _models(self, _: Request) -> Response:
+        if self.recorded_models is not None:
+            return Response(self.recorded_models, media_type="application/json")
         return JSONResponse({"data": [{"id": "fake", "owned_by": OWNERS[self.kind], "max_model_len": 4096}]})
 
     async def _props(self, _: Request) -> Response:
@@ -64,7 +85,7 @@ class FakeUpstream:
 
     async def _complete(self, request: Request) -> Response:
         self.requests.append(await request.json())
-        body = b"".join(self._frames())
+        body = self.recorded_stream if self.recorded_stream is not None else b"".join(self._frames())
         return StreamingResponse(self._cut(body), media_type="text/event-stream")
 
     async def _complete_native(self, request: Request) -> Response:
@@ -115,6 +136,11 @@ class FakeUpstream:
         return b"data: " + orjson.dumps({"choices": [choice]}) + b"\n\n"
 
     async def _cut(self, body: bytes):
+        if self.chunk_bytes is None:
+            for event in body.split(b"\n\n")[:-1]:
+                yield event + b"\n\n"
+                await asyncio.sleep(0)
+            return
         for start in range(0, len(body), self.chunk_bytes):
             yield body[start:start + self.chunk_bytes]
             await asyncio.sleep(0)

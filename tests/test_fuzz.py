@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from maya_server.engine.scripted import ScriptedEngine
 
 from tests.responses.api.sse import ERROR_KEYS
+from tests.scripted import RecordingScriptedEngine
 from tests.server import RunningServer, prometheus_values, scripted_config, wait_for
 
 MODEL_FAILURES = {"invalid_tool_call"}
@@ -185,7 +185,7 @@ queries = st.dictionaries(st.sampled_from(QUERY_KEYS), st.one_of(
 @pytest.fixture(scope="module")
 def server():
     config = scripted_config(max_queue=4)
-    running = RunningServer(config, ScriptedEngine(SCRIPT, context_size=config.ctx))
+    running = RunningServer(config, RecordingScriptedEngine(SCRIPT, context_size=config.ctx))
     client = running.client()
     stored = [client.responses.create(model="m", input="seed", store=True).id for _ in range(2)]
     running.stored_ids = stored
@@ -364,7 +364,7 @@ def vision_server():
     from maya_server.images.loader import ImageLimits, ImageLoader  # noqa: F401
 
     config = scripted_config()
-    running = RunningServer(config, ScriptedEngine(["A picture."], context_size=config.ctx))
+    running = RunningServer(config, RecordingScriptedEngine(["A picture."], context_size=config.ctx))
     running.engine.accepts_images = True  # the scripted engine, standing in for a vision engine
     service = running.app.state.service
     service.images = _image_loader()

@@ -53,7 +53,7 @@ def _breaks(imported: str, forbidden: str) -> bool:
     return imported == forbidden or imported.startswith(forbidden + ".")
 
 
-NOT_YET = {"chat", "http", "structured"}
+NOT_YET = {"http"}
 """Rules the tree breaks today; each leaves this set in the change that makes it hold (strict: a kept rule fails here)."""
 
 

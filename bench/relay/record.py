@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
-from maya_server.families import get_dialect  # noqa: E402
+from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
 from maya_server.engine.upstream_wire import completion_request, native_completion_request  # noqa: E402
 
@@ -48,7 +48,7 @@ DEFAULT_TOKENS = 256
 def prompt_ids(tokenizer, text: str = PROMPT) -> list[int]:
     """The ids Maya sends upstream for one user message (its ChatML rendering)."""
     conversation = Conversation(turns=(Message("user", (TextPart(text),)),))
-    return get_dialect("chatml").render(conversation).token_ids(tokenizer)
+    return get_family("chatml").render(conversation).token_ids(tokenizer)
 
 
 def http_exchange(url: str, method: str, path: str, body: bytes | None = None, timeout: float = 300) -> tuple[bytes, bytes]:

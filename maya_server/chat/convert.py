@@ -8,8 +8,7 @@ from ..neutral.conversation import (
 from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from ..errors import InvalidRequestError
 from ..pipeline.generation import GenerationSettings
-from ..structured.validator import json_instructions
-from ..responses.text_format import OutputFormat, TextFormat
+from ..structured.formats import OutputFormat, TextFormat, json_instructions
 from . import request as wire
 
 

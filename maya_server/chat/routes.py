@@ -17,12 +17,12 @@ from ..http.image_loading import load_admitted
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from ..mcp.hub import McpHub
-from ..structured.gate import gated
+from ..structured.gate import gated, publish_gate
 from .assembler import ChatAssembler
 from .convert import to_conversation, to_settings
 from .mcp_loop import McpToolLoop, offer_mcp_tools
 from .request import parse_chat_request
-from .structured import check_strict_tools, parse_response_format, publish_gate
+from .structured import check_strict_tools, parse_response_format
 
 
 def chat_router(
@@ -39,6 +39,7 @@ def chat_router(
         output_format = parse_response_format(body.response_format)
         check_strict_tools(body)
         conversation, settings = to_conversation(body, messages, output_format=output_format), to_settings(body)
+        gate = publish_gate(conversation, output_format)
         # a request with images is admitted before they load; a full queue is a 429 before any byte of a stream
         conversation, admission = await load_admitted(request, service, conversation)
         try:
@@ -52,7 +53,6 @@ def chat_router(
             raise
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         assembler = ChatAssembler(model_name, include_usage=include_usage, mcp=bool(body.strata_mcp))
-        gate = publish_gate(body, output_format)
         admission = admission or service.admit()
         if tools is None:
             events = gated(service.run(prepared, admission), gate)

@@ -4,7 +4,7 @@ Chat Completions nests a schema format under `json_schema` (`{"type": "json_sche
 "json_schema": {"name", "schema", "strict", "description"}}`), where Responses puts it
 flat in `text.format`. Both become the same `OutputFormat`, checked against the same
 schema subset and limits, and both APIs publish through the same validate-before-publish
-gate (`responses/publish_gate.py`): nothing generated reaches the client before the whole
+gate (`structured/gate.py`): nothing generated reaches the client before the whole
 result is known valid. A `strict` function's parameters are held to the strict subset here,
 at request time, so an unsupported keyword is a 400 naming it, before any generation.
 """
@@ -14,11 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequestError
-from ..structured.gate import PublishGate
-from ..responses.request_tools import check_strict_parameters
-from ..structured.validator import StructuredValidator
-from ..responses.text_format import OutputFormat, TextFormat, parse_format
-from ..responses.wire import bad_value
+from ..structured.formats import OutputFormat, TextFormat, parse_format
+from ..structured.strict import check_strict_parameters
+from ..util.wire import bad_value
 from .request import ChatRequest
 
 _PARAM = "response_format"
@@ -56,10 +54,3 @@ def check_strict_tools(request: ChatRequest) -> None:
         if tool.function.strict:
             check_strict_parameters(tool.function.parameters, f"tools[{i}].function.parameters")
 
-
-def publish_gate(request: ChatRequest, output_format: OutputFormat) -> PublishGate:
-    tools = {
-        t.function.name: StructuredValidator(t.function.parameters)
-        for t in request.tools or () if t.function.strict
-    }
-    return PublishGate(StructuredValidator.for_format(output_format), tools)

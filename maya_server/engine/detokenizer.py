@@ -2,7 +2,7 @@
 
 Why decode ourselves when an upstream engine sends text too: engines drop or
 keep special tokens by their own flags (llama-server renders control tokens as
-empty text unless started with `--special`), while our dialect parsers need
+empty text unless started with `--special`), while our family parsers need
 every reasoning and tool tag exactly as the model produced it. Decoding the ids
 with the model directory's own tokenizer gives the same text whatever the
 engine's settings.

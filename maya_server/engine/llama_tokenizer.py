@@ -9,7 +9,7 @@ GGUF llama.cpp loads.
 
 What goes where:
 
-- a control segment the dialect wrote (`<|user|>`) is looked up by text in the
+- a control segment the family wrote (`<|user|>`) is looked up by text in the
   GGUF's vocabulary and placed by id; only a control run that is not one token
   asks llama-server, with special-token parsing on;
 - client text is tokenized with special-token parsing off: llama.cpp then never

@@ -3,9 +3,9 @@
 A legitimate engine for deterministic protocol tests (and demos): each request
 gets the next scripted completion (the last one repeats), written as the raw
 model text, reasoning and tool-call syntax included. It tokenizes with
-`ScriptTokenizer`, a real if simple vocabulary built as text arrives, and
-records what it was asked (`prompts`, `params`, `cancelled`) so tests can
-assert what the model was given.
+`ScriptTokenizer`, a real if simple vocabulary built as text arrives. What it
+was asked is not kept here: the server never reads it (the tests' own
+`tests/scripted.py` records it).
 
 Script entries are strings, or objects `{"text": ..., "fail_after": N}` that
 raise an engine failure after N tokens.
@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from array import array
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import AsyncIterator, Sequence
@@ -32,8 +30,6 @@ from .base import (
 # Special-looking tags (<|user|>, </think>, <｜Assistant｜>, [gMASK]) stay one token;
 # other text splits into words with their leading space, at most 8 characters each.
 _TOKEN_PATTERN = re.compile(r"<[^<>\s]{1,48}>|\[[A-Za-z]{2,12}\]|\s*[^\s<\[]{1,8}|\s+|.", re.DOTALL)
-RECORDED_REQUESTS = 256
-"""Prompts and settings kept for inspection: the latest ones, so a long-running demo stays bounded."""
 _SPECIAL_PATTERN = re.compile(r"<[^<>\s]{1,48}>|\[[A-Za-z]{2,12}\]")
 
 
@@ -124,10 +120,6 @@ class ScriptedEngine(Engine):
         self.tokenizer = ScriptTokenizer()
         for entry in self.entries:  # the script's own pieces come first, so a full vocabulary never garbles it
             self.tokenizer.encode(entry.text, special=True)
-        self.calls = 0
-        self.prompts: deque[array] = deque(maxlen=RECORDED_REQUESTS)  # 4 bytes an id, not a list's 8
-        self.params: deque = deque(maxlen=RECORDED_REQUESTS)
-        self.cancelled = 0
         self._last_ids: list[int] = []
 
     @classmethod
@@ -137,45 +129,26 @@ class ScriptedEngine(Engine):
             raise ValueError(f"{path} must hold a JSON list of completions")
         return cls(data, **kwargs)
 
-    @property
-    def last_prompt_text(self) -> str:
-        return self.tokenizer.decode(self.prompts[-1]) if self.prompts else ""
-
-    def set_script(self, script: Sequence[object]) -> None:
-        """Replace the remaining completions (tests use this between requests)."""
-        self.entries = [ScriptEntry.parse(item) for item in script]
-
     def _next_entry(self) -> ScriptEntry:
         return self.entries.pop(0) if len(self.entries) > 1 else self.entries[0]
 
     async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
         entry = self._next_entry()
-        self.calls += 1
-        self.prompts.append(array("I", generation.prompt_ids))
-        self.params.append(generation.params)
         cached = reusable_prefix_length(self._last_ids, generation.prompt_ids)
         self._last_ids = list(generation.prompt_ids)
         yield Counts(prompt_tokens=len(generation.prompt_ids), cached_tokens=cached)
-        ended = False
-        try:
-            for generated, token_id in enumerate(self.tokenizer.encode(entry.text, special=True)):
-                if generation.cancelled:
-                    return
-                if entry.fail_after is not None and generated >= entry.fail_after:
-                    ended = True
-                    raise EngineError("the scripted engine failed as its script asked")
-                finish = _finish_before(token_id, generated, generation.params)
-                if finish is not None:
-                    ended = True
-                    yield finish
-                    return
-                await asyncio.sleep(self.delay)
-                yield GeneratedToken(token_id, self.tokenizer.decode([token_id]))
-            ended = True
-            yield Finish("stop")
-        finally:
-            if not ended:
-                self.cancelled += 1
+        for generated, token_id in enumerate(self.tokenizer.encode(entry.text, special=True)):
+            if generation.cancelled:
+                return
+            if entry.fail_after is not None and generated >= entry.fail_after:
+                raise EngineError("the scripted engine failed as its script asked")
+            finish = _finish_before(token_id, generated, generation.params)
+            if finish is not None:
+                yield finish
+                return
+            await asyncio.sleep(self.delay)
+            yield GeneratedToken(token_id, self.tokenizer.decode([token_id]))
+        yield Finish("stop")
 
 
 def _finish_before(token_id: int, generated: int, params: SamplingParams) -> Finish | None:

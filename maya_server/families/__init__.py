@@ -1,6 +1,6 @@
 """Model families: how a conversation becomes a prompt and model text becomes events.
 
-`get_dialect(name)` is the one way to get a dialect by its configured name:
+`get_family(name)` is the one way to get a family by its configured name:
 
 - `glm` — GLM-5.1's template (see `glm.py`); `glm-4.7` / `glm-5` (GLM-4.7 and
   GLM-5 template), `glm-5.1`, `glm-5.2` pick a template variant explicitly.
@@ -12,31 +12,31 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .base import Dialect, StreamParser
-from .chatml import ChatmlDialect
-from .deepseek_v4 import DeepSeekV4Dialect
-from .glm import GlmDialect
+from .base import Family, StreamParser
+from .chatml import ChatmlFamily
+from .deepseek_v4 import DeepSeekV4Family
+from .glm import GlmFamily
 
-_FACTORIES: dict[str, Callable[[], Dialect]] = {
-    "glm": GlmDialect,
-    "glm-4.7": lambda: GlmDialect("4.7"),
-    "glm-5": lambda: GlmDialect("4.7"),
-    "glm-5.1": lambda: GlmDialect("5.1"),
-    "glm-5.2": lambda: GlmDialect("5.2"),
-    "deepseek-v4": DeepSeekV4Dialect,
-    "chatml": ChatmlDialect,
+_FACTORIES: dict[str, Callable[[], Family]] = {
+    "glm": GlmFamily,
+    "glm-4.7": lambda: GlmFamily("4.7"),
+    "glm-5": lambda: GlmFamily("4.7"),
+    "glm-5.1": lambda: GlmFamily("5.1"),
+    "glm-5.2": lambda: GlmFamily("5.2"),
+    "deepseek-v4": DeepSeekV4Family,
+    "chatml": ChatmlFamily,
 }
 
-DIALECT_NAMES: tuple[str, ...] = tuple(_FACTORIES)
+FAMILY_NAMES: tuple[str, ...] = tuple(_FACTORIES)
 
 
-def get_dialect(name: str) -> Dialect:
-    """A fresh dialect for `name`; unknown names raise ValueError listing the valid ones."""
+def get_family(name: str) -> Family:
+    """A fresh family for `name`; unknown names raise ValueError listing the valid ones."""
     try:
         factory = _FACTORIES[name]
     except KeyError:
-        raise ValueError(f"unknown dialect {name!r}; valid: {', '.join(DIALECT_NAMES)}") from None
+        raise ValueError(f"unknown family {name!r}; valid: {', '.join(FAMILY_NAMES)}") from None
     return factory()
 
 
-__all__ = ["DIALECT_NAMES", "ChatmlDialect", "DeepSeekV4Dialect", "Dialect", "GlmDialect", "StreamParser", "get_dialect"]
+__all__ = ["ChatmlFamily", "DeepSeekV4Family", "Family", "FAMILY_NAMES", "get_family", "GlmFamily", "StreamParser"]

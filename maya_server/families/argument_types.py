@@ -34,7 +34,7 @@ def is_plain_string(schema: dict | None) -> bool:
 
 def typed_value(raw: str, schema: dict | None) -> object:
     """The argument's value. JSON nested past what a call's arguments may hold raises `TooDeep` (the call is
-    malformed, as for every dialect) rather than passing as a string."""
+    malformed, as for every family) rather than passing as a string."""
     if is_plain_string(schema):
         return raw
     try:

@@ -1,12 +1,13 @@
-"""The dialect boundary.
+"""The family boundary.
 
-A dialect knows one model family's prompt format and output syntax, nothing
-about HTTP. Example::
+A family is what Maya knows of one kind of model: its prompt format, tool-call syntax
+and reasoning markers, nothing about HTTP. `--family` names it, `detection.py` reads it
+from the model's chat template. Example::
 
-    dialect = get_dialect("glm")
-    prompt = dialect.render(conversation)          # Prompt of control/plain segments
+    family = get_family("glm")
+    prompt = family.render(conversation)          # Prompt of control/plain segments
     ids = prompt.token_ids(tokenizer)
-    parser = dialect.parser(conversation, new_call_id)
+    parser = family.parser(conversation, new_call_id)
     for piece in engine_text_pieces:
         for event in parser.feed(piece):
             ...
@@ -32,7 +33,7 @@ class StreamParser(Protocol):
         """The stream ended: by end-of-turn (`stop`) or by the output limit (`length`)."""
 
 
-class Dialect(Protocol):
+class Family(Protocol):
     name: str
     stop_texts: tuple[str, ...]
     """Special-token texts that end the assistant's turn."""

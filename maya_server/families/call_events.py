@@ -1,10 +1,10 @@
-"""Turning a parsed tool call into neutral events, the same way for every dialect.
+"""Turning a parsed tool call into neutral events, the same way for every family.
 
-A dialect's call reader says what it found (a name, argument text, the end);
+A family's call reader says what it found (a name, argument text, the end);
 `CallEmitter` numbers the calls, keeps the joined argument deltas and checks,
 at the end, that they form one JSON object, so `ToolCallFinished.arguments`
 always equals the deltas and a call can never succeed with broken arguments.
-`JsonObjectWriter` builds that object piece by piece for dialects whose
+`JsonObjectWriter` builds that object piece by piece for families whose
 arguments arrive as key/value pairs (GLM, DSML), streaming string values as
 they are generated.
 """

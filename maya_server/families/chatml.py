@@ -13,7 +13,7 @@ SmolLM" system line, which we deliberately leave out.
 
 Reasoning effort: `none` → thinking off, written as Qwen3's empty
 `<think>\\n\\n</think>\\n\\n` after the generation prompt (when
-`ChatmlDialect(thinking_switch=False)`, e.g. for a model that has no `<think>`
+`ChatmlFamily(thinking_switch=False)`, e.g. for a model that has no `<think>`
 token, nothing is written); any other effort, or none → the model decides, and
 a `<think>` it opens first is read as reasoning.
 
@@ -51,7 +51,7 @@ TOOLS_FOOTER = (
 )
 
 
-class ChatmlDialect:
+class ChatmlFamily:
     name = "chatml"
     stop_texts = ("<|im_end|>", "<|endoftext|>")
 

@@ -91,7 +91,7 @@ class _UserTurn:
 _Turn = Message | _UserTurn
 
 
-class DeepSeekV4Dialect:
+class DeepSeekV4Family:
     name = "deepseek-v4"
     stop_texts = (EOS,)
 

@@ -1,6 +1,6 @@
 """Which model family a server speaks: the model's own chat template decides, a flag may insist.
 
-The family picks the dialect (prompt format, tool syntax, reasoning). Guessing
+The family decides the prompt format, tool syntax and reasoning markers. Guessing
 it wrong is silent and bad (a ChatML model fed GLM's template answers in
 `reasoning_content` with empty `content`), so Maya reads the template the
 engine reports (llama-server's `/props`, a GGUF's `tokenizer.chat_template`,

@@ -5,7 +5,7 @@ tool results after `<|observation|>` as `<tool_response>…</tool_response>`,
 tool declarations in a leading `<|system|>` block, and the generation prompt
 `<|assistant|><think>` (thinking) or `<|assistant|></think>` (not thinking).
 
-Template variants (`GlmDialect(variant=...)`, registry names in brackets):
+Template variants (`GlmFamily(variant=...)`, registry names in brackets):
 
 - `4.7` [`glm-4.7`, `glm-5`]: the template shipped with GLM-4.7(-Flash) and
   GLM-5 (they differ in whitespace control only and render identically).
@@ -75,7 +75,7 @@ IMAGE_REMINDER = (
 )
 
 
-class GlmDialect:
+class GlmFamily:
     name = "glm"
     stop_texts = ("<|user|>", "<|observation|>", "<|endoftext|>")
 

@@ -87,5 +87,5 @@ def _partial_tag_length(buffer: str, tags: tuple[str, ...]) -> int:
 
 @functools.lru_cache(maxsize=64)
 def _tag_shape(tags: tuple[str, ...]) -> tuple[int, frozenset[str]]:
-    """The longest tag's length and the tags' first characters (a dialect has a few fixed tag sets)."""
+    """The longest tag's length and the tags' first characters (a family has a few fixed tag sets)."""
     return max((len(t) for t in tags), default=0), frozenset(t[0] for t in tags if t)

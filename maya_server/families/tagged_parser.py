@@ -1,8 +1,8 @@
-"""The streaming parser shared by all dialects: reasoning, then text and tool calls.
+"""The streaming parser shared by all families: reasoning, then text and tool calls.
 
 Every family we serve writes its output the same way at the top level: an
 optional reasoning block closed by `</think>`, then answer text interleaved
-with tool-call blocks. Only the call syntax differs, so a dialect supplies a
+with tool-call blocks. Only the call syntax differs, so a family supplies a
 `CallReader` for the inside of a call block and this class does the rest:
 scanning for tags across chunk boundaries, trimming each section, and turning
 an unfinished call at the end into `truncated` or `unterminated`.

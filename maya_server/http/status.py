@@ -19,7 +19,8 @@ def status_router(
     endpoints: list[str],
     sections: Mapping[str, Callable[[], dict]] = {},
 ) -> APIRouter:
-    """`endpoints` are the API endpoints served, listed under `dialects` in /v1/status;
+    """`endpoints` are the API endpoints served, listed under `endpoints` in /v1/status (and under `dialects`, the
+    key's old name, kept for scripts written against it: it never meant the model family);
     `sections` add named aggregate figures (e.g. the response store's) to it."""
     router = APIRouter()
     started = time.time()
@@ -48,6 +49,7 @@ def status_router(
             "context_size": service.engine.context_size,
             "queue": service.queue.describe(),
             "uptime_s": round(time.time() - started, 3),
+            "endpoints": list(endpoints),
             "dialects": list(endpoints),
             **{name: read() for name, read in sections.items()},
         }

@@ -1,7 +1,7 @@
 """An MCP `CallToolResult` → the text the model sees, within the result-size limit.
 
 Text blocks are joined; structured content without text is its JSON; other
-blocks (images, audio, resources) are named, since the dialects take text tool
+blocks (images, audio, resources) are named, since the families take text tool
 results. A result larger than the limit becomes an error result saying so,
 never a silently shortened one.
 """

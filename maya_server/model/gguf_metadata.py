@@ -9,6 +9,7 @@ enough and loads nothing else.
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import BinaryIO
@@ -44,7 +45,11 @@ def training_context(metadata: dict[str, object]) -> int | None:
 
 
 def _read_string(f: BinaryIO) -> str:
+    """A length-prefixed string; a length past the file's end is a cut or corrupt header (checked before reading,
+    so a garbage length never asks for more memory than the file holds)."""
     (length,) = struct.unpack("<Q", f.read(8))
+    if length > os.fstat(f.fileno()).st_size - f.tell():
+        raise struct.error(f"a string of {length} bytes runs past the end of the file")
     return f.read(length).decode("utf-8")
 
 

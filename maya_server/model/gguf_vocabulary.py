@@ -6,7 +6,7 @@ things locally, on every streamed token and every prompt:
 
 - the text of a generated id, exactly as llama.cpp's `token_to_piece` gives it
   with special tokens rendered (so reasoning and tool tags reach the parsers);
-- the id of a control token the dialect writes (`<|user|>`, `[gMASK]`), so
+- the id of a control token the family writes (`<|user|>`, `[gMASK]`), so
   control tokens are placed by id and never parsed out of client text.
 
 Both come from the file's `tokenizer.ggml.tokens` and `.token_type` by the

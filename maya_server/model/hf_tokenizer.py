@@ -6,7 +6,7 @@ encodes. For plain text we keep a second tokenizer built from the same file with
 never matched in client text, while non-special added tokens (GLM's
 `<tool_call>`, Qwen's `<think>`) still are, as the model's own tokenizer and
 llama.cpp's (`/tokenize` without special parsing) both match them. Neither path
-adds BOS/EOS: the dialect writes them.
+adds BOS/EOS: the family writes them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The tokenizer boundary: turn rendered prompts into token ids.
 
-A prompt is a list of segments. Control segments (special tokens the dialect
+A prompt is a list of segments. Control segments (special tokens the family
 wrote: role markers, BOS, tool tags) are tokenized with special-token parsing;
 every other segment, user text above all, is tokenized as plain text, so a user
 who types `<|im_end|>` never closes a turn. A media segment is where an image
@@ -79,7 +79,7 @@ class Prompt:
 
 
 class PromptBuilder:
-    """Collects segments; dialect renderers write through it."""
+    """Collects segments; family renderers write through it."""
 
     def __init__(self) -> None:
         self._segments: list[Segment] = []

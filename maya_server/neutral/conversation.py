@@ -2,7 +2,7 @@
 
 Chat Completions and the Responses API describe the same things (messages, tool
 calls, tool results, reasoning, images) with different JSON. Both convert into
-these immutable dataclasses, and the dialects render only these, so no dialect
+these immutable dataclasses, and the families render only these, so no family
 ever knows which HTTP API a request came from.
 """
 

@@ -1,6 +1,6 @@
 """Neutral generation events: what the pipeline makes of a generation, for any API.
 
-    ParserEvent     what a dialect's parser makes of the model's text (text, reasoning, tool calls)
+    ParserEvent     what a family's parser makes of the model's text (text, reasoning, tool calls)
     PromptProgress  how far the engine is through the prompt (only when progress was asked for)
     Finished        the turn ended as a success: why, and the tokens it took
     Failed          the turn cannot be published as a success: the error, and the tokens it took

@@ -1,10 +1,10 @@
 """The generation pipeline shared by both APIs.
 
     conversation ─► images fetched, checked, decoded                  (load_images: may raise 400)
-                ─► dialect.render ─► token ids ─► context check      (prepare: may raise 400)
+                ─► family.render ─► token ids ─► context check      (prepare: may raise 400)
                 ─► a place in the engine FIFO                          (admit: may raise 429)
                 ─► engine slot ─► engine tokens ─► stop strings
-                ─► dialect parser ─► tool policy ─► neutral events      (run)
+                ─► family parser ─► tool policy ─► neutral events      (run)
 
 Admission is its own step so that a route refuses a full queue before its
 response starts. `run` yields the parser's events, then exactly one
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import AsyncIterator
 
 from ..neutral.conversation import Conversation, image_parts
-from ..families.base import Dialect, StreamParser
+from ..families.base import Family, StreamParser
 from ..engine.base import Engine, Generation, Sampling, SamplingParams
 from ..engine.fifo import Admission, EngineQueue
 from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
@@ -65,17 +65,17 @@ def new_call_id() -> str:
 
 
 class GenerationService:
-    """Runs conversations through one dialect and one engine behind one FIFO."""
+    """Runs conversations through one family and one engine behind one FIFO."""
 
-    def __init__(self, engine: Engine, dialect: Dialect, queue: EngineQueue, metrics: Metrics,
+    def __init__(self, engine: Engine, family: Family, queue: EngineQueue, metrics: Metrics,
                  images: ImageLoader | None = None) -> None:
         self.engine = engine
-        self.dialect = dialect
+        self.family = family
         self.queue = queue
         self.metrics = metrics
         self.images = images or ImageLoader(ImageLimits(), metrics)
         self._stop_ids = frozenset(
-            i for i in (engine.token_id(text) for text in dialect.stop_texts) if i is not None
+            i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
         )
 
     def check_images(self, conversation: Conversation) -> None:
@@ -111,7 +111,7 @@ class GenerationService:
     ) -> PreparedGeneration:
         """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call.
         Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context."""
-        prompt = self.dialect.render(conversation)
+        prompt = self.family.render(conversation)
         prompt_ids, positions = prompt.tokenize(self.engine.tokenizer)
         images = tuple(p.data for p in image_parts(conversation))
         if len(images) != len(positions) or any(data is None for data in images):
@@ -160,7 +160,7 @@ class GenerationService:
                                 image_positions=prepared.image_positions)
         state = _RunState(
             generation=generation,
-            parser=self.dialect.parser(prepared.conversation, new_call_id),
+            parser=self.family.parser(prepared.conversation, new_call_id),
             stops=StopStringMatcher(prepared.stop),
             policy=ToolPolicy(prepared.conversation, prepared.max_tool_calls),
         )

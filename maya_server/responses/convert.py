@@ -32,8 +32,8 @@ from .request_items import (
     FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, InputText, MessageItem, OutputText, ReasoningItem,
 )
 from .request_tools import FunctionToolChoice
-from ..structured.validator import json_instructions
-from .wire import path
+from ..structured.formats import json_instructions
+from ..util.wire import path
 
 Prefix = Union[tuple, None]
 """Where an item sits in the request (`("input", 3)`), or None for an item of the stored history."""

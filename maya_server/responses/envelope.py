@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from .request import ResponsesRequest
 from .request_tools import FunctionToolChoice
-from .text_format import JsonSchemaFormat, OutputFormat
+from ..structured.formats import JsonSchemaFormat, OutputFormat
 
 
 def response_envelope(request: ResponsesRequest, model: str) -> dict:

@@ -23,8 +23,9 @@ from ..errors import InvalidRequestError
 from ..util.validation import validate_model
 from .request_items import InputItem, parse_input
 from .request_tools import FunctionTool, ToolChoice, check_tool_choice, parse_tool_choice, parse_tools
-from .text_format import OutputFormat, TextConfig, TextFormat, parse_text_config
-from .wire import Wire, bad_value, reject_unsupported
+from ..structured.formats import OutputFormat, TextFormat
+from .text_format import TextConfig, parse_text_config
+from ..util.wire import Wire, bad_value, reject_unsupported
 
 METADATA_PAIRS = 16
 METADATA_KEY_CHARS = 64

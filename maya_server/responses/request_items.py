@@ -16,7 +16,7 @@ from pydantic import Field, StrictStr
 
 from ..errors import InvalidRequestError
 from ..util.validation import validate_model
-from .wire import Wire, bad_value, path, reject_unsupported, tag
+from ..util.wire import Wire, bad_value, path, reject_unsupported, tag
 
 Status = Literal["in_progress", "completed", "incomplete"]
 Role = Literal["user", "assistant", "system", "developer"]

@@ -14,8 +14,8 @@ from pydantic import Field, StrictBool, StrictStr
 
 from ..errors import InvalidRequestError
 from ..util.validation import validate_model
-from ..structured.schema_check import check_schema
-from .wire import Wire, bad_value, path, reject_unsupported, tag
+from ..structured.strict import check_strict_parameters
+from ..util.wire import Wire, bad_value, path, reject_unsupported, tag
 
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
 _CHOICE_MODES = ("auto", "none", "required")
@@ -97,17 +97,6 @@ def _unsupported_tool(kind: Any, prefix: Sequence[Any]) -> InvalidRequestError:
         f"namespace tools are not available. Leave them out of 'tools'{_CLIENT_HINTS.get(kind, '')}.",
         param=where,
     )
-
-
-def check_strict_parameters(parameters: dict | None, where: str) -> None:
-    """A strict function's parameters: present, and inside the strict schema subset (both APIs)."""
-    if parameters is None:
-        raise InvalidRequestError(
-            f"'{where}' is required when 'strict' is true; for a function without arguments send "
-            '{"type": "object", "properties": {}, "additionalProperties": false}.',
-            param=where,
-        )
-    check_schema(parameters, strict=True, param=where)
 
 
 def parse_tool_choice(raw: Any, prefix: Sequence[Any] = ("tool_choice",)) -> ToolChoice:

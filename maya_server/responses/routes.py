@@ -27,12 +27,11 @@ from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
 from .background import start_job
 from .convert import to_conversation, to_settings
-from ..structured.gate import PublishGate, gated
+from ..structured.gate import gated, publish_gate
 from .jobs import JobManager
 from .request import ResponsesRequest, parse_responses_request
 from .store import ResponseStore
 from .stored_turn import StoredTurn
-from ..structured.validator import StructuredValidator
 
 def responses_router(
     service: GenerationService, store: ResponseStore, jobs: JobManager, model_name: str, limits: BodyLimits,
@@ -66,7 +65,7 @@ def responses_router(
         # an admitted background job takes its place when a worker starts it, and waits however full the queue is
         admission = None if body.background else admission or service.admit()
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
-        gate = _gate(body)
+        gate = publish_gate(conversation, body.output_format)
         if admission is None:
             generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
             return start_job(jobs, assembler, turn, generate, stream=bool(body.stream))
@@ -95,11 +94,6 @@ def responses_router(
         )
 
     return router
-
-
-def _gate(body: ResponsesRequest) -> PublishGate:
-    tools = {t.name: v for t in body.tools if (v := StructuredValidator.for_tool(t)) is not None}
-    return PublishGate(StructuredValidator.for_format(body.output_format), tools)
 
 
 async def _in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,

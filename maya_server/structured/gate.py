@@ -18,11 +18,20 @@ from __future__ import annotations
 from typing import AsyncIterator
 
 from ..errors import StructuredOutputError
+from ..neutral.conversation import Conversation
 from ..neutral.events import Failed, Finished, PipelineEvent, TextDelta, ToolCallFinished, ToolCallStarted
+from .formats import OutputFormat
 from .validator import MAX_OUTPUT_BYTES, StructuredValidator
 
 EVENT_OVERHEAD_BYTES = 64
 """Estimated cost of holding one event object, beyond its text."""
+
+
+def publish_gate(conversation: Conversation, output_format: OutputFormat) -> PublishGate:
+    """The one gate both APIs build, from the neutral conversation: the output format's validator for the text,
+    and one for each `strict` tool it declares (a tool `tool_choice:"none"` hid cannot be called, so needs none)."""
+    tools = {tool.name: StructuredValidator(tool.parameters) for tool in conversation.tools if tool.strict}
+    return PublishGate(StructuredValidator.for_format(output_format), tools)
 
 
 class PublishGate:

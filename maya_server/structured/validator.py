@@ -6,7 +6,7 @@ check: a bounded JSON parse (4 MiB), instance limits (65,536 values, 32 nesting
 levels), then Draft 2020-12 validation with `jsonschema` under a one-second
 budget that is checked inside the traversal itself, so a pathological
 instance cannot hold the event loop. Its verdict is a value, never an
-exception: the publish gate (`publish_gate.py`) replaces a held output whose
+exception: the publish gate (`gate.py`) replaces a held output whose
 verdict is not ok with one `Failed` (`StructuredOutputError`), which each
 API's assembler reports as its failure (Responses: `response.failed`; Chat
 Completions: an error response or stream error event).
@@ -26,8 +26,7 @@ from typing import Any, Callable
 import orjson
 
 from ..errors import StructuredOutputRejected
-from ..responses.request_tools import FunctionTool
-from ..responses.text_format import JsonObjectFormat, JsonSchemaFormat, OutputFormat
+from .formats import JsonObjectFormat, JsonSchemaFormat, OutputFormat
 
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 MAX_INSTANCE_NODES = 65_536
@@ -96,11 +95,6 @@ class StructuredValidator:
         if isinstance(fmt, JsonObjectFormat):
             return cls(None, **options)
         return None
-
-    @classmethod
-    def for_tool(cls, tool: FunctionTool, **options: Any) -> StructuredValidator | None:
-        """Only `strict:true` tools have their arguments enforced; others are published as generated."""
-        return cls(tool.parameters, **options) if tool.strict else None
 
     def validate(self, text: str | bytes) -> StructuredResult:
         """The verdict on `text`. It runs within one event-loop step (no cancel can land meanwhile); the time
@@ -193,20 +187,3 @@ def _with_budget(check: Callable) -> Callable:
         return check(validator, value, instance, schema)
 
     return budgeted
-
-
-def json_instructions(fmt: OutputFormat) -> str:
-    """The system-prompt text that asks for JSON output; empty for plain text."""
-    if isinstance(fmt, JsonObjectFormat):
-        return "Respond with only a valid JSON object: no other text and no Markdown code fences."
-    if not isinstance(fmt, JsonSchemaFormat):
-        return ""
-    lines = [
-        "Respond with only a JSON object that matches the JSON Schema below: "
-        "no other text and no Markdown code fences.",
-        f"Schema name: {fmt.name}",
-    ]
-    if fmt.description:
-        lines.append(f"Description: {fmt.description}")
-    lines.append(orjson.dumps(fmt.json_schema).decode())
-    return "\n".join(lines)

@@ -10,10 +10,10 @@ import openai
 import pytest
 
 from maya_server.neutral.events import PromptProgress
-from maya_server.engine.scripted import ScriptedEngine
 from maya_server.engine.upstream_wire import completion_request, native_completion_request, parse_event
 from maya_server.engine.base import SamplingParams
 
+from tests.scripted import RecordingScriptedEngine
 from tests.server import RunningServer, scripted_config
 
 ASK = [{"role": "user", "content": "Tell me something."}]
@@ -58,7 +58,7 @@ def test_without_return_progress_or_without_a_stream_nothing_changes(start_serve
     assert completion.choices[0].message.content == "Plain." and "prompt_progress" not in (completion.model_extra or {})
 
 
-class ReportingEngine(ScriptedEngine):
+class ReportingEngine(RecordingScriptedEngine):
     """A scripted engine that reports its own progress, as llama-server does."""
 
     reports_prompt_progress = True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from tests.chat.test_dialects_through_chat import glm_call
+from tests.chat.test_families_through_chat import glm_call
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 SCHEMA = {"$schema": DRAFT_07, "type": "object", "properties": {"count": {"type": "integer"}},

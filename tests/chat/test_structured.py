@@ -14,7 +14,7 @@ import openai
 import pydantic
 import pytest
 
-from tests.chat.test_dialects_through_chat import glm_call
+from tests.chat.test_families_through_chat import glm_call
 
 ASK = [{"role": "user", "content": "Count the apples."}]
 SCHEMA = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from maya_server.engine.scripted import ScriptedEngine
+from tests.scripted import RecordingScriptedEngine
 from tests.server import RunningServer, scripted_config
 
 from tests.recorder import Recorder
@@ -22,7 +22,7 @@ def maya():
     def start(script, **config) -> tuple[RunningServer, Recorder]:
         cfg = scripted_config(family="glm", ctx=CLIENT_CTX, **config)
         recorder = Recorder()
-        server = RunningServer(cfg, ScriptedEngine(list(script), context_size=cfg.ctx), wrap=recorder)
+        server = RunningServer(cfg, RecordingScriptedEngine(list(script), context_size=cfg.ctx), wrap=recorder)
         started.append((server, recorder))
         return server, recorder
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.chat.test_dialects_through_chat import glm_call
+from tests.chat.test_families_through_chat import glm_call
 
 from tests.clients.node_packages import ensure_installed
 

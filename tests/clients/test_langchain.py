@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from tests.chat.test_dialects_through_chat import glm_call
+from tests.chat.test_families_through_chat import glm_call
 
 MODES = {"chat-completions": False, "responses": True}
 HELLO = "Greeting.</think>Hello from Maya."

@@ -15,7 +15,7 @@ import pytest
 from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 from openai import AsyncOpenAI
 
-from tests.chat.test_dialects_through_chat import glm_call
+from tests.chat.test_families_through_chat import glm_call
 
 CALL = "Looking it up.</think>" + glm_call("get_weather", city="Paris")
 ANSWER = "Got it.</think>It is sunny in Paris."

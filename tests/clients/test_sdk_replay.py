@@ -12,7 +12,7 @@ import pydantic
 import pytest
 from openai import pydantic_function_tool
 
-from tests.chat.test_dialects_through_chat import glm_call
+from tests.chat.test_families_through_chat import glm_call
 
 CALL = "Looking it up.</think>" + glm_call("get_weather", city="Paris")
 ANSWER = "Got it.</think>It is sunny in Paris."

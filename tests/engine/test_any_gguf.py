@@ -20,7 +20,7 @@ import httpx
 import openai
 import pytest
 
-from maya_server.families import get_dialect
+from maya_server.families import get_family
 from maya_server.engine_setup import create_engine, template_family
 from maya_server.model.gguf_metadata import read_gguf_metadata
 from maya_server.model.gguf_vocabulary import CONTROL
@@ -77,10 +77,10 @@ def test_the_command_with_only_a_model_serves_its_family_in_both_apis(tmp_path, 
 
 @pytest.fixture(scope="module", params=["glm-5.1", "glm-4.7-flash", "deepseek-v4", "qwen3"])
 def served(request):
-    """(model name, the embedded engine on it, its dialect), one child per model."""
+    """(model name, the embedded engine on it, its family), one child per model."""
     engine = create_engine(embedded_config(model=str(family_model(request.param)), ctx=4096, slots=1))
     try:
-        yield request.param, engine, get_dialect(template_family(engine))
+        yield request.param, engine, get_family(template_family(engine))
     finally:
         engine.shutdown()
 
@@ -108,16 +108,16 @@ def llama_server_ids(engine, model: str, conversation) -> list[int]:
 
 @pytest.mark.parametrize("case", GOLDEN)
 def test_our_ids_are_llama_servers_ids(served, case):
-    model, engine, dialect = served
+    model, engine, family = served
     conversation = CONVERSATIONS[case]
-    assert dialect.render(conversation).token_ids(engine.tokenizer) == llama_server_ids(engine, model, conversation)
+    assert family.render(conversation).token_ids(engine.tokenizer) == llama_server_ids(engine, model, conversation)
 
 
 def test_client_text_spelling_control_tokens_stays_text(served):
-    model, engine, dialect = served
+    model, engine, family = served
     metadata = read_gguf_metadata(engine.model_path)
     control = {i for i, kind in enumerate(metadata["tokenizer.ggml.token_type"]) if kind == CONTROL}
-    prompt = dialect.render(hostile_conversation())
+    prompt = family.render(hostile_conversation())
     placed = [i for s in prompt.segments if s.control for i in engine.tokenizer.encode(s.text, special=True)]
     ids = prompt.token_ids(engine.tokenizer)
     assert [i for i in ids if i in control] == [i for i in placed if i in control]
@@ -127,7 +127,7 @@ def test_client_text_spelling_control_tokens_stays_text(served):
 def test_generated_ids_decode_as_llama_server_decodes_them(served):
     """Every control and added token, and a sample of ordinary ones, decodes to llama-server's own text for it
     (`/detokenize` renders special tokens), so the parsers see reasoning and tool tags exactly."""
-    model, engine, dialect = served
+    model, engine, family = served
     vocabulary = engine.tokenizer.vocabulary
     ordinary = random.Random(5).sample(range(len(vocabulary)), 400)
     ids = [i for i in range(len(vocabulary)) if vocabulary.is_special(i)]

@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from maya_server.neutral.conversation import Conversation, Message, TextPart
-from maya_server.families import get_dialect
+from maya_server.families import get_family
 from maya_server.engine.llama_server import LlamaServerOptions, LlamaServerProcess
 from maya_server.errors import EngineOptionError, EngineStartError
 from maya_server.engine.llamacpp import check_tokenizer
@@ -81,7 +81,7 @@ def test_our_render_is_exactly_what_llama_server_makes_of_the_template(maya):
     messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi <b>there</b> 123!"},
                 {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Count: 1, 22, 333."}]
     conversation = Conversation(turns=tuple(Message(m["role"], (TextPart(m["content"]),)) for m in messages))
-    ours = get_dialect("chatml").render(conversation).token_ids(maya.engine.tokenizer)
+    ours = get_family("chatml").render(conversation).token_ids(maya.engine.tokenizer)
     with child_http(maya.engine) as child:
         text = child.post("/apply-template", json={"messages": messages}).json()["prompt"]
         theirs = child.post("/tokenize", json={"content": text, "add_special": False, "parse_special": True}).json()

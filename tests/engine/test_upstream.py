@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from maya_server.config import ServerConfig
-from maya_server.families import get_dialect
+from maya_server.families import get_family
 from maya_server.engine_setup import create_engine, template_family
 from maya_server.neutral.conversation import Conversation, Message, TextPart
 from maya_server.model.hf_tokenizer import HfTokenizer
@@ -103,7 +103,7 @@ def test_maya_sends_token_ids_and_decodes_what_llama_server_generates(maya, llam
     """The same ids sent straight to llama-server give the text Maya returned: prompt and decoding agree."""
     completion = maya.client().chat.completions.create(model="m", messages=QUESTION, temperature=0, max_tokens=24)
     conversation = Conversation(turns=(Message("user", (TextPart(QUESTION[0]["content"]),)),))
-    prompt_ids = get_dialect("chatml").render(conversation).token_ids(HfTokenizer.from_model_dir(tokenizer_dir))
+    prompt_ids = get_family("chatml").render(conversation).token_ids(HfTokenizer.from_model_dir(tokenizer_dir))
     assert completion.usage.prompt_tokens == len(prompt_ids)
     with llama.http() as client:
         direct = client.post("/v1/completions", json={

@@ -22,7 +22,7 @@ import pytest
 
 from bench.image_memory import ImageServer, chat, noisy_jpeg, solid_png, status_kib
 from maya_server.config import ServerConfig
-from maya_server.engine.test_mmproj import write_test_mmproj
+from tests.engine.mmproj_fixture import write_test_mmproj
 
 from tests.embedded import start_cli
 

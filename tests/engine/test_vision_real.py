@@ -1,5 +1,5 @@
 """llama.cpp's real image path on the shipped model: SmolLM2-135M with a seeded test projector
-(`maya_server/engine/test_mmproj.py`), through the `openai` SDK, Chat and Responses, streamed and not.
+(`tests/engine/mmproj_fixture.py`), through the `openai` SDK, Chat and Responses, streamed and not.
 
 The projector's weights are random, so what the model says means nothing; what is proven is
 that the pixels reach the model (different images → different greedy outputs, the same image →
@@ -15,7 +15,7 @@ import io
 import pytest
 from PIL import Image
 
-from maya_server.engine.test_mmproj import image_tokens, write_test_mmproj
+from tests.engine.mmproj_fixture import image_tokens, write_test_mmproj
 
 from tests.embedded import embedded_server
 

@@ -1,6 +1,6 @@
 """The golden conversations, and how each becomes the official templates' input.
 
-The same neutral conversations are rendered by our dialects and, converted to
+The same neutral conversations are rendered by our families and, converted to
 OpenAI-style message dicts, by the official templates / DeepSeek's encoder.
 """
 

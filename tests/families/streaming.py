@@ -1,4 +1,4 @@
-"""Driving a dialect's parser: whole, at every split, one character at a time."""
+"""Driving a family's parser: whole, at every split, one character at a time."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from maya_server.neutral.events import (
 )
 
 
-def parse(dialect, conversation, chunks, reason="stop") -> list:
+def parse(family, conversation, chunks, reason="stop") -> list:
     ids = count()
-    parser = dialect.parser(conversation, lambda: f"call_{next(ids)}")
+    parser = family.parser(conversation, lambda: f"call_{next(ids)}")
     events = []
     for chunk in chunks:
         events.extend(parser.feed(chunk))
@@ -40,13 +40,13 @@ def coalesce(events) -> list:
     return merged
 
 
-def parse_every_way(dialect, conversation, output, reason="stop") -> list:
+def parse_every_way(family, conversation, output, reason="stop") -> list:
     """The coalesced events, asserted equal for every split of `output` into two pieces and per character."""
-    whole = coalesce(parse(dialect, conversation, [output], reason))
+    whole = coalesce(parse(family, conversation, [output], reason))
     for cut in range(1, len(output)):
         pieces = [output[:cut], output[cut:]]
-        assert coalesce(parse(dialect, conversation, pieces, reason)) == whole, f"split at {cut}: {pieces!r}"
-    assert coalesce(parse(dialect, conversation, list(output), reason)) == whole, "one character at a time"
+        assert coalesce(parse(family, conversation, pieces, reason)) == whole, f"split at {cut}: {pieces!r}"
+    assert coalesce(parse(family, conversation, list(output), reason)) == whole, "one character at a time"
     return whole
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from maya_server.families.chatml import ChatmlDialect
+from maya_server.families.chatml import ChatmlFamily
 
 from tests.families.conversations import CONVERSATIONS, openai_messages, tool_dicts
 from tests.families.official import official_ids, render_template
@@ -24,7 +24,7 @@ def official_text(model: str, conversation) -> str:
 
 def assert_golden(model_files, model: str, conversation) -> None:
     expected = official_text(model, conversation)
-    prompt = ChatmlDialect().render(conversation)
+    prompt = ChatmlFamily().render(conversation)
     assert prompt.text == expected
     assert prompt.token_ids(model_files.ours(model)) == official_ids(model_files.file(model), expected)
 

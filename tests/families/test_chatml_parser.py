@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from maya_server.neutral.conversation import Conversation
-from maya_server.families.chatml import ChatmlDialect
+from maya_server.families.chatml import ChatmlFamily
 from maya_server.neutral.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallStarted
 
 from tests.families.conversations import TOOLS, user
 from tests.families.streaming import calls, invalid, parse, parse_every_way, reasoning, text
 
-CHATML = ChatmlDialect()
+CHATML = ChatmlFamily()
 CONVERSATION = Conversation((user("Hi"),), tools=TOOLS)
 
 

@@ -3,14 +3,14 @@
 The encoder takes OpenAI-style messages; tools go on the opening system
 message (an empty one is added when there is none, our documented placement),
 reasoning history is dropped as its defaults say, and effort maps as in the
-dialect's docstring.
+family's docstring.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from maya_server.families.deepseek_v4 import DeepSeekV4Dialect
+from maya_server.families.deepseek_v4 import DeepSeekV4Family
 
 from tests.families.conversations import CONVERSATIONS, openai_messages, tool_dicts
 from tests.families.official import dsv4_encoding, official_ids
@@ -33,6 +33,6 @@ def official_text(conversation) -> str:
 def test_render_matches_encoder(model_files, case):
     conversation = CONVERSATIONS[case]
     expected = official_text(conversation)
-    prompt = DeepSeekV4Dialect().render(conversation)
+    prompt = DeepSeekV4Family().render(conversation)
     assert prompt.text == expected
     assert prompt.token_ids(model_files.ours(MODEL)) == official_ids(model_files.file(MODEL), expected)

@@ -7,14 +7,14 @@ import json
 import pytest
 
 from maya_server.neutral.conversation import Conversation
-from maya_server.families.deepseek_v4 import DeepSeekV4Dialect
+from maya_server.families.deepseek_v4 import DeepSeekV4Family
 from maya_server.neutral.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta
 
 from tests.families.conversations import TOOLS, user
 from tests.families.official import dsv4_encoding
 from tests.families.streaming import calls, invalid, parse, parse_every_way, reasoning, text
 
-DS = DeepSeekV4Dialect()
+DS = DeepSeekV4Family()
 THINKING = Conversation((user("Hi"),), tools=TOOLS)
 CHAT = Conversation((user("Hi"),), tools=TOOLS, reasoning_effort="none")
 D = "｜DSML｜"

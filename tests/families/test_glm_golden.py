@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from maya_server.families.glm import GlmDialect
+from maya_server.families.glm import GlmFamily
 
 from tests.families.conversations import CONVERSATIONS, openai_messages, tool_dicts
 from tests.families.official import official_ids, render_template
@@ -32,7 +32,7 @@ def official_text(model: str, conversation) -> str:
 def test_render_matches_official_template(model_files, model, case):
     conversation = CONVERSATIONS[case]
     expected = official_text(model, conversation)
-    prompt = GlmDialect(TEMPLATES[model]).render(conversation)
+    prompt = GlmFamily(TEMPLATES[model]).render(conversation)
     assert prompt.text == expected
     tokenizer_file = model_files.file(TOKENIZER)
     assert prompt.token_ids(model_files.ours(TOKENIZER)) == official_ids(tokenizer_file, expected)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from maya_server.neutral.conversation import Conversation
-from maya_server.families.glm import GlmDialect
+from maya_server.families.glm import GlmFamily
 from maya_server.neutral.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted
 
 from tests.families.conversations import TOOLS, user
 from tests.families.streaming import calls, invalid, parse, parse_every_way, reasoning, text
 
-GLM = GlmDialect()
+GLM = GlmFamily()
 THINKING = Conversation((user("Hi"),), tools=TOOLS)
 NOT_THINKING = Conversation((user("Hi"),), tools=TOOLS, reasoning_effort="none")
 

@@ -1,4 +1,4 @@
-"""What a dialect writes for an assistant turn in history, its parser reads back as the same turn."""
+"""What a family writes for an assistant turn in history, its parser reads back as the same turn."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import json
 import pytest
 
 from maya_server.neutral.conversation import Conversation
-from maya_server.families import get_dialect
+from maya_server.families import get_family
 
 from tests.families.conversations import CONVERSATIONS, TOOLS, user
 from tests.families.streaming import calls, parse_every_way, reasoning, text
 
-# (dialect, the text that opens the replayed assistant turn, the text that ends it)
+# (family, the text that opens the replayed assistant turn, the text that ends it)
 FRAMES = {
     "glm": ("<|assistant|><think>", "<|observation|>"),
     "glm-4.7": ("<|assistant|><think>", "<|observation|>"),
@@ -23,14 +23,14 @@ FRAMES = {
 
 @pytest.mark.parametrize("name", FRAMES)
 def test_replayed_calls_parse_back(name):
-    dialect = get_dialect(name)
+    family = get_family(name)
     history = CONVERSATIONS["multi_step_loop"]  # both assistant turns replay their reasoning
     opener, closer = FRAMES[name]
-    prompt = dialect.render(history).text
+    prompt = family.render(history).text
     second_turn = prompt.index(opener, prompt.index(opener) + 1)
     start = second_turn + len(opener)
     assistant_turn = prompt[start:prompt.index(closer, start)]
-    events = parse_every_way(dialect, Conversation((user("Hi"),), tools=TOOLS), assistant_turn)
+    events = parse_every_way(family, Conversation((user("Hi"),), tools=TOOLS), assistant_turn)
     expected = history.turns[3]
     assert reasoning(events) == expected.reasoning
     assert text(events) == expected.text

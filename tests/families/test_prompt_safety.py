@@ -11,7 +11,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart, ToolResult, ToolSpec
-from maya_server.families import get_dialect
+from maya_server.families import get_family
 
 from tests.families.conversations import TOOLS, call, system, user
 
@@ -41,7 +41,7 @@ def hostile_conversation() -> Conversation:
 
 @pytest.mark.parametrize("family", TOKENIZERS)
 def test_special_tokens_in_client_text_stay_plain(model_files, family):
-    prompt = get_dialect(family).render(hostile_conversation())
+    prompt = get_family(family).render(hostile_conversation())
     tokenizer = model_files.ours(TOKENIZERS[family])
     special = special_ids(model_files, TOKENIZERS[family])
     control_ids = [i for s in prompt.segments if s.control for i in tokenizer.encode(s.text, special=True)
@@ -61,7 +61,7 @@ def test_mcp_tool_descriptions_and_results_stay_plain(model_files, family):
         Message("assistant", (), None, (call("c1", "lookup", q="x"),)),
         ToolResult("c1", (TextPart(INJECTION),), "lookup"),
     ), tools=TOOLS + (mcp_tool,))
-    prompt = get_dialect(family).render(conversation)
+    prompt = get_family(family).render(conversation)
     tokenizer = model_files.ours(TOKENIZERS[family])
     special = special_ids(model_files, TOKENIZERS[family])
     control_ids = [i for s in prompt.segments if s.control for i in tokenizer.encode(s.text, special=True)
@@ -84,21 +84,21 @@ def test_client_text_reads_as_the_models_own_tokenizer_reads_it(model_files, fam
         assert tokenizer.token_id("<tool_call>") in ids and tokenizer.token_id("<think>") in ids
 
 
-@pytest.mark.parametrize("family", ["glm", "chatml", "deepseek-v4"])
-def test_extra_system_joins_the_opening_system_message(family):
-    dialect = get_dialect(family)
+@pytest.mark.parametrize("name", ["glm", "chatml", "deepseek-v4"])
+def test_extra_system_joins_the_opening_system_message(name):
+    family = get_family(name)
     with_system = Conversation((system("Be brief."), user("Hi")), extra_system=("Reply in JSON.", "No prose."))
     expected = Conversation((system("Be brief.\n\nReply in JSON.\n\nNo prose."), user("Hi")))
-    assert same_prompt(dialect.render(with_system), dialect.render(expected))
+    assert same_prompt(family.render(with_system), family.render(expected))
 
 
-@pytest.mark.parametrize("family", ["glm", "chatml", "deepseek-v4"])
-def test_extra_system_without_a_system_message_comes_first(family):
-    dialect = get_dialect(family)
+@pytest.mark.parametrize("name", ["glm", "chatml", "deepseek-v4"])
+def test_extra_system_without_a_system_message_comes_first(name):
+    family = get_family(name)
     turns = (user("Hi"), Message("assistant", (TextPart("Yo"),)), system("Later."), user("Again"))
     conversation = Conversation(turns, extra_system=("Reply in JSON.",))
     expected = Conversation((system("Reply in JSON."),) + conversation.turns)
-    assert same_prompt(dialect.render(conversation), dialect.render(expected))
+    assert same_prompt(family.render(conversation), family.render(expected))
 
 
 @pytest.mark.parametrize("name, placeholder", [
@@ -109,7 +109,7 @@ def test_extra_system_without_a_system_message_comes_first(family):
 ])
 def test_images_render_as_the_familys_placeholder(name, placeholder):
     conversation = Conversation((Message("user", (TextPart("What is this? "), ImagePart("data:image/png;base64,AAAA"))),))
-    text = get_dialect(name).render(conversation).text
+    text = get_family(name).render(conversation).text
     assert "What is this? " + placeholder in text
     assert "data:image" not in text
 
@@ -117,7 +117,7 @@ def test_images_render_as_the_familys_placeholder(name, placeholder):
 def test_images_sit_between_control_tokens_as_a_media_position(model_files):
     """The family's image token itself becomes the engine's media marker: the image's place in the ids."""
     conversation = Conversation((Message("user", (ImagePart("https://example.com/a.png"),)),))
-    prompt = get_dialect("glm").render(conversation)
+    prompt = get_family("glm").render(conversation)
     tokenizer = model_files.ours("glm-4.7-flash")
     ids, (position,) = prompt.tokenize(tokenizer)
     begin, image, end = (tokenizer.token_id(t) for t in ("<|begin_of_image|>", "<|image|>", "<|end_of_image|>"))

@@ -1,4 +1,4 @@
-"""The dialect registry and HfTokenizer."""
+"""The family registry and HfTokenizer."""
 
 from __future__ import annotations
 
@@ -6,25 +6,25 @@ import shutil
 
 import pytest
 
-from maya_server.families import DIALECT_NAMES, get_dialect
-from maya_server.families.glm import GlmDialect
+from maya_server.families import FAMILY_NAMES, get_family
+from maya_server.families.glm import GlmFamily
 from maya_server.model.hf_tokenizer import HfTokenizer
 
 
 def test_registry_names():
-    assert {"glm", "deepseek-v4", "chatml"} <= set(DIALECT_NAMES)
-    for name in DIALECT_NAMES:
-        dialect = get_dialect(name)
-        assert dialect.stop_texts and callable(dialect.render) and callable(dialect.parser)
-    assert get_dialect("glm").variant == "5.1"
-    assert get_dialect("glm-5").variant == "4.7"
+    assert {"glm", "deepseek-v4", "chatml"} <= set(FAMILY_NAMES)
+    for name in FAMILY_NAMES:
+        family = get_family(name)
+        assert family.stop_texts and callable(family.render) and callable(family.parser)
+    assert get_family("glm").variant == "5.1"
+    assert get_family("glm-5").variant == "4.7"
 
 
 def test_unknown_names_list_the_valid_ones():
     with pytest.raises(ValueError, match="glm, glm-4.7"):
-        get_dialect("llama")
+        get_family("llama")
     with pytest.raises(ValueError, match="4.7, 5.1, 5.2"):
-        GlmDialect("4.5")
+        GlmFamily("4.5")
 
 
 def test_special_flag_decides_control_tokens(model_files):

@@ -15,10 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from maya_server.engine.scripted import ScriptedEngine
 from maya_server.http.shutdown import SHUTDOWN_CODE
 
 from tests.recorder import ERROR_KEYS
+from tests.scripted import RecordingScriptedEngine
 from tests.server import RunningServer, scripted_config, wait_for
 
 ASK = {"messages": [{"role": "user", "content": "hi"}]}
@@ -74,7 +74,7 @@ def test_requests_not_yet_answered_get_a_503_while_an_open_stream_ends_with_its_
         assert last["error"]["code"] == SHUTDOWN_CODE
 
 
-class SeeingEngine(ScriptedEngine):
+class SeeingEngine(RecordingScriptedEngine):
     """The scripted engine, taking images (so a request fetches them before it is prepared)."""
 
     accepts_images = True

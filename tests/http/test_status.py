@@ -19,6 +19,7 @@ def test_status_reports_model_engine_queue_and_endpoints(start_server):
     assert status["context_size"] == 4096
     assert status["queue"] == {"slots": 1, "busy": 0, "waiting": 0, "max_queue": 64, "admitted": 0, "rejected": 0}
     assert "/v1/chat/completions" in status["dialects"]
+    assert status["endpoints"] == status["dialects"]  # the old key is an alias of the new one
     assert status["uptime_s"] >= 0
 
 

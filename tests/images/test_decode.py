@@ -9,7 +9,7 @@ import io
 import pytest
 from PIL import Image
 
-from maya_server.engine.test_mmproj import IMAGE_SIZE, write_test_mmproj
+from tests.engine.mmproj_fixture import IMAGE_SIZE, write_test_mmproj
 from maya_server.errors import BadImage
 from maya_server.images.decode import decode_to_png, decoded_bytes, work_bytes
 from maya_server.images.encoder import ImageBound, bound_for, read_projector

@@ -309,7 +309,7 @@ def _alive(pid: int) -> bool:
     return not Path(f"/proc/{pid}/status").read_text().count("zombie")
 
 
-def test_the_loop_speaks_every_dialect_glm_too(start_server, tmp_path):
+def test_the_loop_speaks_every_family_glm_too(start_server, tmp_path):
     glm_call = "Adding.</think><tool_call>add<arg_key>a</arg_key><arg_value>2</arg_value><arg_key>b</arg_key><arg_value>3</arg_value></tool_call>"
     server = start_server([glm_call, "Done.</think>Five."], family="glm", mcp_servers=(stdio_spec(tmp_path),))
     completion = server.client().chat.completions.create(model="m", messages=ASK, extra_body=MCP)

@@ -11,16 +11,17 @@ import asyncio
 import pytest
 
 from maya_server.neutral.conversation import Conversation, Message, NamedToolChoice, TextPart, ToolSpec
-from maya_server.families import get_dialect
+from maya_server.families import get_family
 from maya_server.engine.base import Counts
 from maya_server.engine.fifo import EngineQueue
-from maya_server.engine.scripted import ScriptedEngine
 from maya_server.errors import ContextLengthExceeded, EngineError, ToolPolicyError
 from maya_server.neutral.events import (
     Failed, Finished, PromptProgress, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted,
 )
 from maya_server.pipeline.generation import GenerationService, GenerationSettings
 from maya_server.metrics import Metrics
+
+from tests.scripted import RecordingScriptedEngine
 
 WEATHER = ToolSpec("get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
 
@@ -30,8 +31,8 @@ def call(name: str, city: str = "Paris") -> str:
 
 
 def make_service(script, *, context_size: int = 4096, delay: float = 0.0) -> GenerationService:
-    engine = ScriptedEngine(list(script), context_size=context_size, delay=delay)
-    return GenerationService(engine, get_dialect("chatml"), EngineQueue(slots=1, max_queue=4), Metrics())
+    engine = RecordingScriptedEngine(list(script), context_size=context_size, delay=delay)
+    return GenerationService(engine, get_family("chatml"), EngineQueue(slots=1, max_queue=4), Metrics())
 
 
 def conversation(*, tools=(), tool_choice="auto", parallel_tool_calls=None) -> Conversation:
@@ -224,7 +225,7 @@ def test_an_engine_failure_becomes_failed_with_engine_error():
     assert service.queue.busy == 0
 
 
-class _BatchingEngine(ScriptedEngine):
+class _BatchingEngine(RecordingScriptedEngine):
     """An upstream-like engine: its own count runs ahead of the tokens it yields (a chunk of several ids)."""
 
     async def _stream(self, generation):
@@ -241,7 +242,7 @@ def first_token_observations(service: GenerationService) -> float:
 
 def test_the_first_token_time_is_observed_once_a_turn_even_when_the_engines_count_runs_ahead():
     _, plain = run_turn(["Hello there, friend."])
-    batching = GenerationService(_BatchingEngine(["Hello there, friend."]), get_dialect("chatml"),
+    batching = GenerationService(_BatchingEngine(["Hello there, friend."]), get_family("chatml"),
                                  EngineQueue(slots=1, max_queue=4), Metrics())
     asyncio.run(collect(batching, conversation()))
     assert first_token_observations(plain) == 1

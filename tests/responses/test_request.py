@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from maya_server.responses.request_items import MessageItem
 from maya_server.responses.request_tools import FunctionToolChoice
-from maya_server.responses.text_format import JsonObjectFormat, TextFormat
+from maya_server.structured.formats import JsonObjectFormat, TextFormat
 
 from tests.responses.helpers import STRICT_PARAMS, TOOL, parse, rejected
 

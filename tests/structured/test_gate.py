@@ -8,7 +8,9 @@ from maya_server.errors import EngineError, StructuredOutputError
 from maya_server.neutral.events import (
     Failed, Finished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
 )
-from maya_server.structured.gate import PublishGate, gated
+from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolSpec
+from maya_server.structured.formats import JsonObjectFormat, TextFormat
+from maya_server.structured.gate import PublishGate, gated, publish_gate
 from maya_server.structured.validator import StructuredValidator
 
 USAGE = Usage(prompt_tokens=7, cached_tokens=0, completion_tokens=5, reasoning_tokens=0)
@@ -145,3 +147,25 @@ def test_closing_an_active_gate_closes_its_source():
         return first, list(closed)  # before asyncio.run's own clean-up closes any generator left open
 
     assert asyncio.run(scenario()) == (failure, ["source closed"])  # the held text was never released
+
+
+def _conversation(*tools: ToolSpec, tool_choice="auto") -> Conversation:
+    return Conversation.from_request((Message("user", (TextPart("hi"),)),), tools=tools, tool_choice=tool_choice,
+                                     reasoning_effort=None, parallel_tool_calls=None)
+
+
+def test_the_gate_built_from_a_conversation_checks_its_strict_tools_only():
+    """Both APIs build the gate from the neutral conversation: `ToolSpec.strict` decides which calls are checked."""
+    conversation = _conversation(ToolSpec("get_weather", parameters=CITY, strict=True), ToolSpec("loose", parameters=CITY))
+    gate = publish_gate(conversation, TextFormat())
+    assert gate.active
+    [*_, [failure]] = feed_all(gate, [*call_events('{"town": "Paris"}'), Finished("tool_calls", USAGE)])
+    assert isinstance(failure, Failed) and isinstance(failure.error, StructuredOutputError)
+    loose = publish_gate(conversation, TextFormat())
+    released = feed_all(loose, [*call_events('{"town": "Paris"}', name="loose"), Finished("tool_calls", USAGE)])
+    assert not any(isinstance(event, Failed) for batch in released for event in batch)
+
+
+def test_a_plain_text_conversation_without_strict_tools_gets_an_inactive_gate():
+    assert not publish_gate(_conversation(ToolSpec("loose", parameters=CITY)), TextFormat()).active
+    assert publish_gate(_conversation(), JsonObjectFormat(type="json_object")).active

@@ -7,11 +7,10 @@ import sys
 
 import pytest
 
-from maya_server.responses.request_tools import FunctionTool
+from maya_server.structured.formats import JsonObjectFormat, JsonSchemaFormat, TextFormat, json_instructions
 from maya_server.structured.validator import (
-    MAX_INSTANCE_DEPTH, MAX_INSTANCE_NODES, MAX_OUTPUT_BYTES, StructuredValidator, json_instructions,
+    MAX_INSTANCE_DEPTH, MAX_INSTANCE_NODES, MAX_OUTPUT_BYTES, StructuredValidator,
 )
-from maya_server.responses.text_format import JsonObjectFormat, JsonSchemaFormat, TextFormat
 
 COUNT_SCHEMA = {
     "type": "object",
@@ -78,12 +77,10 @@ def test_json_object_accepts_any_object():
     assert validator.validate('{"anything": [1, {"x": null}]}').ok
 
 
-def test_formats_and_tools_pick_their_validator():
+def test_formats_pick_their_validator():
     assert StructuredValidator.for_format(TextFormat()) is None
     assert StructuredValidator.for_format(schema_format()).validate('{"count": 0, "label": "z"}').ok
-    strict = FunctionTool(type="function", name="f", parameters=COUNT_SCHEMA, strict=True)
-    assert not StructuredValidator.for_tool(strict).validate('{"count": 0}').ok
-    assert StructuredValidator.for_tool(FunctionTool(type="function", name="f", parameters=COUNT_SCHEMA)) is None
+    assert not StructuredValidator.for_format(schema_format()).validate('{"count": 0}').ok
 
 
 def test_output_over_the_buffer_fails():

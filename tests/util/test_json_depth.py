@@ -9,7 +9,7 @@ import pytest
 
 from maya_server.util.json_depth import TooDeep, loads_bounded, too_deep
 
-from tests.chat.test_dialects_through_chat import D, dsml_block
+from tests.chat.test_families_through_chat import D, dsml_block
 from tests.responses.api.sse import ERROR_KEYS
 
 DEEP = 300  # deeper than orjson writes (254), shallower than Python's json recursion
@@ -101,7 +101,7 @@ def deep_call(family: str, value: list) -> str:
 
 @pytest.mark.parametrize("family", ["chatml", "glm", "deepseek-v4"])
 @pytest.mark.parametrize("schema", [{"type": "array"}, {}], ids=["typed", "untyped"])
-def test_model_arguments_deeper_than_64_fail_the_call_in_every_dialect(start_server, family, schema):
+def test_model_arguments_deeper_than_64_fail_the_call_in_every_family(start_server, family, schema):
     """The README's rule: a call's arguments may be 64 levels deep; one level more is a malformed call."""
     server = start_server([deep_call(family, nested(63)), deep_call(family, nested(64))], family=family)
     tools = [{"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"a": schema}}}]

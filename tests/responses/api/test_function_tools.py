@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.chat.test_dialects_through_chat import chatml_call, dsml_block, dsml_call, glm_call
+from tests.chat.test_families_through_chat import chatml_call, dsml_block, dsml_call, glm_call
 
 from tests.responses.api.shapes import CALL, OPENING, REASONING
 from tests.responses.api.sse import post_json, read_stream

@@ -6,7 +6,7 @@ response completes with the calls it kept, and the engine is stopped there.
 
 from __future__ import annotations
 
-from tests.chat.test_dialects_through_chat import glm_call
+from tests.chat.test_families_through_chat import glm_call
 
 from tests.responses.api.shapes import CALL, OPENING, REASONING
 from tests.responses.api.sse import read_stream

@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from maya_server.engine.scripted import ScriptedEngine
+from tests.scripted import RecordingScriptedEngine
 from tests.server import RunningServer, scripted_config
 
 from tests.responses.api.sse import post_error
@@ -73,7 +73,7 @@ def body_of(fields: dict) -> dict:
 @pytest.fixture(scope="module")
 def server():
     """One server for the whole table: its engine's call count must stay 0 throughout."""
-    running = RunningServer(scripted_config(), ScriptedEngine(["should never be generated"]))
+    running = RunningServer(scripted_config(), RecordingScriptedEngine(["should never be generated"]))
     yield running
     running.stop()
 

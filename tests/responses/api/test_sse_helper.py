@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from maya_server.engine.scripted import ScriptedEngine
+from tests.scripted import RecordingScriptedEngine
 from tests.server import RunningServer, scripted_config
 
 from tests.responses.api.sse import StreamResult, check_stream, read_stream
@@ -14,7 +14,7 @@ from tests.responses.api.sse import StreamResult, check_stream, read_stream
 
 @pytest.fixture(scope="module")
 def stream() -> StreamResult:
-    server = RunningServer(scripted_config(), ScriptedEngine(["<think>Some thought.</think>Hello there friend."]))
+    server = RunningServer(scripted_config(), RecordingScriptedEngine(["<think>Some thought.</think>Hello there friend."]))
     try:
         with server.http() as http:
             return read_stream(http, {"model": "m", "input": "hi"})

@@ -12,7 +12,8 @@ import jsonschema
 import pydantic
 import pytest
 
-from tests.chat.test_dialects_through_chat import chatml_call, glm_call
+from tests.chat.test_families_through_chat import chatml_call, glm_call
+from tests.gated_engine import GatedEngine, serving
 
 from tests.responses.api.shapes import CALL, FAILED, MESSAGE, OPENING
 from tests.responses.api.sse import post_json, read_stream
@@ -57,23 +58,28 @@ def test_valid_json_schema_output_is_published_after_validation(start_server):
     assert "JSON" in prompt and '"additionalProperties":false' in prompt  # the schema is in the instructions
 
 
-def test_valid_output_arrives_in_one_burst_after_the_whole_generation(start_server):
-    delay = 0.02
+def test_valid_output_arrives_in_one_burst_after_the_whole_generation():
+    """Proven by order on the server, not by timing: the engine logs each token and the server each body
+    it sends, on one event loop that pulls one token at a time, so a delta published before validation
+    would be sent between two tokens."""
     script = '{"fruit": "apple", "count": 3, ' + ", ".join(f'"k{i}": {i}' for i in range(8)) + "}"
     schema = {"type": "object", "required": ["fruit", "count"]}
-    server = start_server([script], delay=delay)
-    generated = len(tokens(server, script))
+    engine = GatedEngine([script])
     text = {"format": {"type": "json_schema", "name": "count", "schema": schema}}
-    with server.http() as http:
+    with serving(engine) as server, server.http() as http:
         stream = read_stream(http, {"model": "m", "input": ASK, "text": text})
+        generated = len(tokens(server, script))
     assert stream.shape() == OPENING + MESSAGE + ["response.completed"]
-    in_progress = stream.arrivals[stream.index("response.in_progress")]
-    deltas = [t for t, kind in zip(stream.arrivals, stream.types) if kind == "response.output_text.delta"]
-    assert len(deltas) == generated
-    # The engine sleeps `delay` before every token, so nothing validated can exist before
-    # generated*delay has passed; the held deltas are then released together.
-    assert deltas[0] - in_progress >= 0.5 * generated * delay
-    assert deltas[-1] - deltas[0] < deltas[0] - in_progress
+    assert len(stream.of("response.output_text.delta")) == generated
+    log = engine.log
+    last_token = max(i for i, (kind, _) in enumerate(log) if kind == "token")
+    assert log[last_token] == ("token", generated)
+    sent = [(i, body) for i, (kind, body) in enumerate(log) if kind == "sent"]
+    opening = [i for i, body in sent if b"response.in_progress" in body]
+    with_deltas = [i for i, body in sent if b"response.output_text.delta" in body]
+    assert opening[0] < log.index(("token", 1)), "the opening is not held"
+    assert with_deltas[0] > last_token, "no delta is sent before the engine's last token"
+    assert with_deltas == list(range(with_deltas[0], with_deltas[0] + generated)), "the deltas go out back to back"
 
 
 def test_an_engine_failure_in_structured_output_publishes_no_content(start_server):

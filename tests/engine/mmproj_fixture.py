@@ -11,7 +11,7 @@ With `block_count = 1` the llava graph runs no encoder layers (it stops at the s
 last), so an image becomes `(image_size / patch_size)**2` embeddings that depend on its
 pixels through the convolution and the MLP: different images give different embeddings.
 
-Usage: python -m maya_server.engine.test_mmproj OUT.gguf [--text-width 576]
+Usage: python -m tests.engine.mmproj_fixture OUT.gguf [--text-width 576]
 """
 
 from __future__ import annotations

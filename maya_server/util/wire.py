@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import InvalidRequestError
-from ..util.validation import param_path
+from .validation import param_path
 
 
 class Wire(BaseModel):
