@@ -8,8 +8,9 @@ start with a value says which option and what is wrong (`EngineOptionError`);
 here that becomes a `ConfigError` naming the setting the option came from
 (`EMBEDDED_SETTINGS`, `UPSTREAM_SETTINGS`), which the CLI prints before it
 exits 2. A child that crashed while loading is an `EngineStartError` with
-its exit status, to which `crash_advice` adds what to try. The engine reports the chat template it read; the family it names is
-decided here too (`template_family`, `resolve_family`), against `--family`.
+its exit status, to which `crash_advice` adds what to try. The engine reports
+the chat template it read; the family it names is decided here too
+(`template_family`, `resolve_family`), against `--family`.
 """
 
 from __future__ import annotations
