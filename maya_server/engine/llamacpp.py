@@ -105,8 +105,8 @@ class LlamaCppEngine(UpstreamEngine):
     @classmethod
     def start(cls, options: EmbeddedOptions) -> "LlamaCppEngine":
         """Start the child and check it. An option that fails is an `EngineOptionError` naming it (`model`,
-        `mmproj`, `tokenizer_dir`; None for the engine itself); a child that dies while loading is an `EngineStartError` with its
-        signal, last log lines and what to try. Either way no child is left behind."""
+        `mmproj`, `tokenizer_dir`; None for the engine itself); a child that dies while loading is an
+        `EngineStartError` with its signal and last log lines. Either way no child is left behind."""
         if options.mmproj is not None and not Path(options.mmproj).is_file():
             raise EngineOptionError("mmproj", f"no such file: {options.mmproj}", value=options.mmproj)
         metadata = _metadata(options.model)

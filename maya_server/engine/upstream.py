@@ -128,7 +128,8 @@ class UpstreamEngine(Engine):
             tokenizer = HfTokenizer.from_model_dir(options.tokenizer_dir)
         except Exception as exc:  # tokenizers raises its own exception types for a malformed file
             where = Path(options.tokenizer_dir) / "tokenizer.json"
-            raise EngineOptionError("tokenizer_dir", f"cannot load {where}: {exc}", value=options.tokenizer_dir) from None
+            raise EngineOptionError("tokenizer_dir", f"cannot load {where}: {exc}",
+                                    value=options.tokenizer_dir) from None
         timeout = httpx.Timeout(options.connect_timeout, read=options.read_timeout)
         headers = {"Authorization": f"Bearer {options.key}"} if options.key else {}
         with httpx.Client(base_url=options.url, timeout=timeout, headers=headers) as client:
