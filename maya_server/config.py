@@ -21,9 +21,16 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from .engine.defaults import (
+    AFFINITY_ENTRIES, CACHE_RAM_MIB, CONNECT_TIMEOUT_S, READ_TIMEOUT_S, REPLICA_PROBE_S, REPLICA_ROUTING,
+    TOKENIZE_CACHE_MIB,
+)
 from .errors import ConfigError
 from .families import FAMILY_NAMES as FAMILIES
+from .images.limits import MAX_SIDE as IMAGE_MAX_SIDE, ImageLimits
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
+from .mcp.settings import McpSettings
+from .util.json_depth import MAX_JSON_DEPTH
 
 ENGINES = ("llamacpp", "scripted", "upstream")
 REPLICA_ROUTINGS = ("affinity", "round-robin")
@@ -55,7 +62,7 @@ class ServerConfig:
     max_queue: int = 64
     max_body_bytes: int = 32 * 1024 * 1024
     """A request body larger than this is a 413, refused before the rest is read."""
-    max_json_depth: int = 64
+    max_json_depth: int = MAX_JSON_DEPTH
     """JSON nested deeper than this in a request body is a 400 (see json_depth.py for why)."""
     allowed_hosts: tuple[str, ...] = ()
     """`Host` header names accepted besides loopback names and the listen address; `*` accepts any."""
@@ -71,35 +78,27 @@ class ServerConfig:
     """The embedded llama-server's parallel sequences, each with `ctx` tokens of context."""
     gpu_layers: int | None = None
     """Layers llama-server offloads to a GPU (None: llama-server decides; 0: CPU only)."""
-    cache_ram_mib: int = 2048
+    cache_ram_mib: int = CACHE_RAM_MIB
     """llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
-    tokenize_cache_mib: int = 64
+    tokenize_cache_mib: int = TOKENIZE_CACHE_MIB
     """The embedded engine's cache of prompt text runs' token ids, so a resent history is not tokenized again."""
     engine_args: tuple[str, ...] = ()
     """Extra llama-server flags for the embedded engine (e.g. `--no-repack`), after Maya's own."""
     mmproj: str | None = None
     """llama.cpp's multimodal projector GGUF for the model (the model's `mmproj` file): turns image inputs on."""
-    image_max_bytes: int = 20 * 1024 * 1024
-    """The largest image (fetched body or decoded data URL); enforced while a fetch streams."""
-    image_max_pixels: int = 33_177_600
-    """Width x height above this is refused before decoding (decompression bombs); default 8K UHD."""
-    image_max_count: int = 8
-    """Images one request may carry."""
-    image_fetch_timeout: float = 10.0
-    """Seconds to connect to, and between reads from, an image URL's server."""
-    image_fetch_deadline: float = 30.0
-    """Seconds one image's whole fetch may take (redirects and body included), however steadily it reads."""
-    image_max_side: int = 1536
+    # The image loader's limits (`images/limits.py` says what each is, and holds its default).
+    image_max_bytes: int = ImageLimits.max_bytes
+    image_max_pixels: int = ImageLimits.max_pixels
+    image_max_count: int = ImageLimits.max_count
+    image_fetch_timeout: float = ImageLimits.fetch_timeout
+    image_fetch_deadline: float = ImageLimits.fetch_deadline
+    image_max_side: int = IMAGE_MAX_SIDE
     """The longest side an image keeps: larger ones are scaled down to fit (and further to the projector's
     own input size when its metadata states one) before the engine sees them."""
-    image_request_bytes: int = 1024 * 1024 * 1024
-    """Decoded bytes one request's images may add up to (width x height x bytes per pixel, as decoded)."""
-    image_server_bytes: int = 768 * 1024 * 1024
-    """Image bytes the whole server holds at once while images load (fetched bodies, decoded pixels); the
-    default holds the costliest single image the other limits allow (a 33 MP WebP, ~560 MB to decode)."""
-    image_max_redirects: int = 3
-    image_allow_private: bool = False
-    """Allow image URLs that resolve to loopback, private, link-local or metadata addresses (off: refused)."""
+    image_request_bytes: int = ImageLimits.request_bytes
+    image_server_bytes: int = ImageLimits.server_bytes
+    image_max_redirects: int = ImageLimits.max_redirects
+    image_allow_private: bool = ImageLimits.allow_private
     model_name: str | None = None
     tokenizer: str | None = None
     upstream_url: tuple[str, ...] = ()
@@ -108,14 +107,14 @@ class ServerConfig:
     upstream_key: str | None = field(default=None, repr=False)
     upstream_model: str | None = None
     upstream_slots: int | None = None
-    upstream_connect_timeout: float = 5.0
-    upstream_read_timeout: float = 600.0
-    replica_routing: str = "affinity"
+    upstream_connect_timeout: float = CONNECT_TIMEOUT_S
+    upstream_read_timeout: float = READ_TIMEOUT_S
+    replica_routing: str = REPLICA_ROUTING
     """How requests are spread over several upstream replicas: `affinity` (a conversation stays on the replica
     that holds its prefix; new ones go to the least loaded) or `round-robin` (each request to the next replica)."""
-    replica_affinity_entries: int = 131072
+    replica_affinity_entries: int = AFFINITY_ENTRIES
     """Prefix blocks (16 prompt tokens each) the affinity table remembers, least recently used dropped first."""
-    replica_probe_s: float = 5.0
+    replica_probe_s: float = REPLICA_PROBE_S
     """Seconds between checks of a replica taken out after a failure, until it answers again."""
     relay_batch_ms: float = 20.0
     """While a stream's tokens flow and other streams run, its next read from the engine waits this long, so the
@@ -124,19 +123,14 @@ class ServerConfig:
     mcp_servers: tuple[McpServerSpec, ...] = ()
     """The operator's MCP servers (`mcp_servers` in the config file, plus those of `--mcp-config FILE`)."""
     mcp_config: str | None = None
-    mcp_call_timeout: float = 30.0
-    """Seconds one MCP tool call may take; past it the call is cancelled and the model sees an error result."""
-    mcp_result_bytes: int = 65536
-    """The largest tool result (UTF-8 bytes of its text) given to the model; a larger one becomes an error result."""
+    # How MCP servers are run (`mcp/settings.py` says what each is, and holds its default).
+    mcp_call_timeout: float = McpSettings.call_timeout
+    mcp_result_bytes: int = McpSettings.result_bytes
     mcp_max_rounds: int = 8
     """Rounds of MCP calls in one turn; a model asking for more ends the turn (finish_reason `length`)."""
-    mcp_start_timeout: float = 20.0
-    """Seconds to start an MCP server (spawn or connect, handshake, tool listing)."""
-    mcp_restarts: int = 3
-    """Failed starts in a row an MCP server is allowed before it is given up (its calls then fail with a 503)."""
-    mcp_max_calls: int = 16
-    """MCP tool calls running at once over all servers; a call that waits `mcp_call_timeout` for room gets a
-    `busy` error result."""
+    mcp_start_timeout: float = McpSettings.start_timeout
+    mcp_restarts: int = McpSettings.restarts
+    mcp_max_calls: int = McpSettings.max_calls
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

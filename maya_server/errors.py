@@ -32,6 +32,8 @@ Beside the tree, the exceptions that never reach a client as an API error:
     ConfigError         a bad setting, naming it: the CLI prints it and exits 2
     EngineStartError    llama-server did not come up: its signal, log tail and what to try (start-up: exit 2;
                         later: a restart)
+    EngineOptionError   an engine cannot start with a value it was given: which option, the value, what is wrong
+                        (facts only: `engine_setup` words it as the ConfigError naming the setting)
     ClientGone          the client disconnected: the work stops, nothing is answered
     ShuttingDown        the server began shutting down under an open stream: it ends with a farewell
     UnsupportedVocabulary  a GGUF vocabulary Maya cannot decode (start-up: exit 2)
@@ -205,8 +207,32 @@ class ConfigError(ValueError):
         self.name = name
 
 
+class EngineOptionError(Exception):
+    """An engine cannot start with one of the values it was given. Why not a `ConfigError`: the engines take
+    plain option bags (`EmbeddedOptions`, `UpstreamOptions`, `ReplicaSetOptions`) and know nothing of how the
+    operator set them (a flag, a config-file key, an environment variable), so they raise facts and
+    `engine_setup`, which knows the settings, names the setting.
+
+    `option`: the field of the engine's options whose value failed (`model`, `mmproj`, `tokenizer_dir`, `url`,
+    `replicas`), or None when no one value is at fault (the engine's own binary, a child that answers oddly).
+    `problem`: what is wrong, as a fact about the engine. `value`: the value, where one is at fault.
+    `reason`: a short name for a refusal the edge words its own way (e.g. with what to change), else ""."""
+
+    def __init__(self, option: str | None, problem: str, *, value: object = None, reason: str = "") -> None:
+        super().__init__(problem)
+        self.option = option
+        self.problem = problem
+        self.value = value
+        self.reason = reason
+
+
 class EngineStartError(RuntimeError):
-    """llama-server did not come up; the message carries its last log lines."""
+    """llama-server did not come up; the message carries its last log lines, `returncode` its exit status when it
+    died while loading (negative: the signal), so the edge can add what to try."""
+
+    def __init__(self, message: str, *, returncode: int | None = None) -> None:
+        super().__init__(message)
+        self.returncode = returncode
 
 
 class ClientGone(Exception):

@@ -10,7 +10,7 @@ import pytest
 
 from maya_server.cli import load
 from maya_server.errors import ConfigError
-from maya_server.families.detection import resolve_family
+from maya_server.engine_setup import resolve_family
 
 
 def _load(argv, environ=None):

@@ -53,13 +53,7 @@ def _breaks(imported: str, forbidden: str) -> bool:
     return imported == forbidden or imported.startswith(forbidden + ".")
 
 
-NOT_YET = {"engine", "families", "images"}
-"""Rules the tree breaks today; each leaves this set in the change that makes it hold (strict: a kept rule fails here)."""
-
-
-@pytest.mark.parametrize("package", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="being fixed")) if name in NOT_YET else name
-    for name in sorted(RULES)])
+@pytest.mark.parametrize("package", sorted(RULES))
 def test_package_keeps_its_import_rule(package):
     offending = sorted(
         f"{path.relative_to(PACKAGE.parent)} imports {imported}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..neutral.conversation import (
     Conversation, ImagePart, Message, NamedToolChoice, Part, TextPart, ToolCall, ToolResult, ToolSpec, Turn,
 )
+from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from ..errors import InvalidRequestError
 from ..pipeline.generation import GenerationSettings
 from ..structured.formats import OutputFormat, TextFormat, json_instructions
@@ -37,8 +38,8 @@ def to_settings(request: wire.ChatRequest) -> GenerationSettings:
     stop = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
     return GenerationSettings(
         max_tokens=request.max_completion_tokens if request.max_completion_tokens is not None else request.max_tokens,
-        temperature=1.0 if request.temperature is None else float(request.temperature),
-        top_p=1.0 if request.top_p is None else float(request.top_p),
+        temperature=DEFAULT_TEMPERATURE if request.temperature is None else float(request.temperature),
+        top_p=DEFAULT_TOP_P if request.top_p is None else float(request.top_p),
         presence_penalty=float(request.presence_penalty or 0.0),
         frequency_penalty=float(request.frequency_penalty or 0.0),
         seed=request.seed,

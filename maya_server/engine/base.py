@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import AsyncIterator, Literal, Sequence, Union
 
 from ..errors import EngineError
@@ -38,15 +38,33 @@ DEFAULT_CTX = 4096
 its training context, an upstream that reports none."""
 
 
+DEFAULT_TEMPERATURE = 1.0
+"""OpenAI's default temperature: what a request that names none gets (and what its response reports)."""
+DEFAULT_TOP_P = 1.0
+"""OpenAI's default nucleus: the whole distribution."""
+
+
 @dataclass(frozen=True)
-class SamplingParams:
-    max_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
+class Sampling:
+    """How the next token is drawn, in OpenAI's terms and with OpenAI's defaults. Declared once, here: what a
+    request asks (`pipeline.generation.GenerationSettings`) and what an engine is sent (`SamplingParams`) both
+    extend it, and one becomes the other with `sampling()`."""
+
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float = DEFAULT_TOP_P
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     """OpenAI's penalties (-2..2) on tokens already generated: once present, and per occurrence."""
     seed: int | None = None
+
+    def sampling(self) -> dict[str, object]:
+        """The `Sampling` fields and their values, to build another kind of `Sampling` from."""
+        return {f.name: getattr(self, f.name) for f in fields(Sampling)}
+
+
+@dataclass(frozen=True)
+class SamplingParams(Sampling):
+    max_tokens: int = field(kw_only=True)
     stop_token_ids: frozenset[int] = frozenset()
     """Tokens that end the turn besides the model's own end-of-generation tokens; never yielded."""
 
@@ -137,12 +155,15 @@ class Engine(ABC):
     reports_prompt_progress: bool = False
     """Whether `generate` yields `PromptProgress` when `generation.report_progress` asks (else the pipeline
     synthesizes it)."""
-    template_family: str | None = None
-    """The model family the engine's own chat template names (see `family.py`), when it has one."""
+    chat_template: str | None = None
+    """The chat template the engine read from its model (a GGUF's, a model directory's, an upstream's `/props`),
+    as text; None when it has none. The engine only reports it: which family it names is decided at the edge
+    (`engine_setup.template_family`)."""
     accepts_images: bool = False
     """Whether `generate` takes `Generation.images` (llama-server with a multimodal projector)."""
     images_refusal: str = "this engine takes text prompts only"
-    """Why images are refused here and which setting would enable them (the 400's message)."""
+    """Why images are refused here, and what would enable them (the 400's message); the embedded engine's
+    remedy is a Maya setting, which the edge (`engine_setup`) adds."""
     image_tokens: int = 0
     """Context positions one image takes (measured at start-up), for the context check before generation."""
     blocking_tokenizer: bool = False

@@ -32,6 +32,7 @@ from typing import AsyncIterator
 from urllib.parse import urlsplit
 
 from ..errors import UpstreamError, UpstreamUnavailable
+from .defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
 HEAD_LIMIT = 65536
 """The status line and headers together may not exceed this."""
@@ -48,8 +49,8 @@ class Endpoint:
 
     url: str
     uds: str | None = None
-    connect_timeout: float = 5.0
-    read_timeout: float = 600.0
+    connect_timeout: float = CONNECT_TIMEOUT_S
+    read_timeout: float = READ_TIMEOUT_S
 
     async def post(self, path: str, body: bytes, headers: dict[str, str]) -> "EventStream":
         """POST `body` (JSON) to `path`; the answer's status and headers are read, its body is not."""

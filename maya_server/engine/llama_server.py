@@ -24,8 +24,9 @@ rest: Maya's own settings, `MAYA_API_KEYS` above all, and any `LLAMA_ARG_*`
 that would change llama-server's flags behind Maya's back.
 
 A child that dies while loading is reported for what it is, a crash of
-llama.cpp's, with its signal, its last log lines and what to try
-(`crash_advice`), never as a bad setting.
+llama.cpp's, with its signal (`EngineStartError.returncode`) and its last log
+lines, never as a bad setting; what to try names settings, so the edge adds it
+(`engine_setup.crash_advice`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from pathlib import Path
 import httpx
 
 from ..errors import EngineStartError
+from .defaults import CACHE_RAM_MIB
 
 log = logging.getLogger("maya.engine")
 child_log = logging.getLogger("maya.llama-server")
@@ -88,7 +90,7 @@ class LlamaServerOptions:
     """Context per slot; llama-server gets `slots × ctx` in all."""
     threads: int = 0
     gpu_layers: int | None = None
-    cache_ram_mib: int = 2048
+    cache_ram_mib: int = CACHE_RAM_MIB
     mmproj: str | None = None
     extra_args: tuple[str, ...] = ()
     """The operator's own llama-server flags (`--engine-arg`), after Maya's."""
@@ -119,6 +121,8 @@ class LlamaServerProcess:
         self._stopping = threading.Event()
         self._ready = threading.Event()
         self._failure: str | None = None
+        self._failure_code: int | None = None
+        """The exit status of a child that died while loading (negative: the signal), for `EngineStartError`."""
         self._tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
         self._thread = threading.Thread(target=self._supervise, name="llama-server", daemon=True)
 
@@ -137,7 +141,7 @@ class LlamaServerProcess:
         self._ready.wait()
         if self._failure is not None:
             self.stop()
-            raise EngineStartError(self._failure)
+            raise EngineStartError(self._failure, returncode=self._failure_code)
 
     def stop(self) -> None:
         """Stop the child (SIGTERM, then SIGKILL) and the supervisor; idempotent."""
@@ -218,7 +222,8 @@ class LlamaServerProcess:
             while time.monotonic() < deadline and not self._stopping.is_set():
                 if process.poll() is not None:
                     self._failure = (f"llama-server exited ({self._exit_text()}) while loading the model. "
-                                     f"Its last log lines:\n{self._tail_text()}{crash_advice(process.returncode)}")
+                                     f"Its last log lines:\n{self._tail_text()}")
+                    self._failure_code = process.returncode
                     return False
                 try:
                     if client.get("/health").status_code == 200:
@@ -258,19 +263,6 @@ class LlamaServerProcess:
 
     def _tail_text(self) -> str:
         return "\n".join(list(self._tail)[-15:])
-
-
-def crash_advice(returncode: int | None) -> str:
-    """What to try after the child died by `returncode` while loading ("" for an ordinary exit, whose log says
-    why: a missing or unreadable model, too little memory)."""
-    if returncode is None or returncode >= 0:
-        return ""
-    if -returncode == signal.SIGILL:
-        return ("\nSIGILL: the binary uses an instruction this CPU lacks. It is built for the CPU that built it and "
-                "cached per CPU; delete ~/.cache/maya/llama-server-* (or MAYA_LLAMA_SERVER_CACHE) to rebuild it here.")
-    return ("\nThis is a crash inside llama.cpp, not a problem with Maya's settings. Try its generic CPU kernels with "
-            "--engine-arg=--no-repack (config key engine_args, MAYA_ENGINE_ARGS), or another llama-server flag the "
-            "same way; on a GPU try --gpu-layers 0 to rule the GPU out.")
 
 
 def child_environment(environ: dict[str, str] | None = None) -> dict[str, str]:

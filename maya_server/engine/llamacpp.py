@@ -7,9 +7,10 @@ to its completion endpoint, so the laptop path and the remote llama-server
 path are one path. llama-server splits text into tokens (`llama_tokenizer.py`:
 exact for every GGUF llama.cpp loads), Maya places the control tokens by id and
 decodes generated ids with the GGUF's own vocabulary; a start-up self-check
-holds both against llama-server's `/tokenize`. The family comes from the GGUF's
-own `tokenizer.chat_template` (llama-server's `/props` would report its ChatML
-fallback for a file without one). The child process itself (private socket,
+holds both against llama-server's `/tokenize`. The engine reports the GGUF's
+own `tokenizer.chat_template` as its `chat_template` (llama-server's `/props`
+would report its ChatML fallback for a file without one); the edge decides the
+family from it. The child process itself (private socket,
 restarts, no orphans) is `llama_server.py`.
 
 With `--mmproj FILE` the child loads the model's multimodal projector and takes
@@ -18,28 +19,29 @@ measured at start-up.
 
 Start-up order: read the GGUF header (training context, vocabulary, chat
 template), start the child with `slots × ctx`, probe it (`/v1/models`,
-`/props`: slots, per-slot context), check the tokenizer, then serve. A setting
-that fails is a `ConfigError`, a child that dies while loading an
-`EngineStartError` (the CLI exits 2 on either); neither leaves a child behind.
+`/props`: slots, per-slot context), check the tokenizer, then serve. An option
+that fails is an `EngineOptionError` (which `engine_setup` words as the setting
+that gave it), a child that dies while loading an `EngineStartError` (the CLI
+exits 2 on either); neither leaves a child behind.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..errors import ConfigError, UnsupportedVocabulary, UpstreamError
-from ..families.detection import family_from_template
+from ..errors import EngineOptionError, UnsupportedVocabulary, UpstreamError
 from ..model.gguf_metadata import read_gguf_metadata, training_context
 from ..model.gguf_vocabulary import GgufVocabulary
 from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX
+from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB
 from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary
 from .llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
@@ -56,6 +58,11 @@ TOKENIZER_PROBES = (
 )
 """Texts our tokenizer must split exactly as llama-server does (special-token parsing on and off), and whose
 ids our vocabulary must decode as llama-server decodes them."""
+TOKENIZER_DISAGREES = "tokenizer_disagrees"
+"""The `EngineOptionError.reason` of a `tokenizer_dir` whose tokenizer splits text unlike llama-server's: the edge
+says which setting to drop."""
+NO_PROJECTOR = "no multimodal projector is configured"
+"""Why the embedded engine refuses images without `mmproj` (the edge adds how to configure one)."""
 
 
 @dataclass(frozen=True)
@@ -69,12 +76,12 @@ class EmbeddedOptions:
     """Context per slot, instead of the model's training context (else `DEFAULT_CTX`)."""
     threads: int = 0
     gpu_layers: int | None = None
-    cache_ram_mib: int = 2048
+    cache_ram_mib: int = CACHE_RAM_MIB
     mmproj: str | None = None
     tokenizer_dir: str | None = None
     """A model directory whose `tokenizer.json` replaces llama-server's own tokenizer."""
-    read_timeout: float = 600.0
-    tokenize_cache_mib: int = 64
+    read_timeout: float = READ_TIMEOUT_S
+    tokenize_cache_mib: int = TOKENIZE_CACHE_MIB
     """The bound of the cache of prompt runs' token ids (`TokenCache`)."""
     extra_args: tuple[str, ...] = ()
     """The operator's own llama-server flags."""
@@ -90,27 +97,22 @@ class LlamaCppEngine(UpstreamEngine):
                          read_timeout=read_timeout, uds=process.socket_path)
         self.process = process
         self.model_path = process.options.model
-        self.template_family = family_from_template(chat_template)
+        self.chat_template = chat_template
         self.blocking_tokenizer = isinstance(tokenizer, LlamaServerTokenizer)
         if not self.accepts_images:
-            self.images_refusal = ("no multimodal projector is configured; start Maya with --mmproj FILE "
-                                   "(config key mmproj, MAYA_MMPROJ), the model's mmproj GGUF")
+            self.images_refusal = NO_PROJECTOR  # `engine_setup` adds the setting that gives one
 
     @classmethod
     def start(cls, options: EmbeddedOptions) -> "LlamaCppEngine":
-        """Start the child and check it. A setting that fails is a one-line `ConfigError` naming it (`model`,
-        `mmproj`, `tokenizer`, `engine`); a child that dies while loading is an `EngineStartError` with its
-        signal, last log lines and what to try. Either way no child is left behind."""
+        """Start the child and check it. An option that fails is an `EngineOptionError` naming it (`model`,
+        `mmproj`, `tokenizer_dir`; None for the engine itself); a child that dies while loading is an
+        `EngineStartError` with its signal and last log lines. Either way no child is left behind."""
         if options.mmproj is not None and not Path(options.mmproj).is_file():
-            raise ConfigError("mmproj", f"no such file: {options.mmproj}")
+            raise EngineOptionError("mmproj", f"no such file: {options.mmproj}", value=options.mmproj)
         metadata = _metadata(options.model)
         vocabulary = _vocabulary(metadata)
         ctx = options.ctx or training_context(metadata) or DEFAULT_CTX
-        process = LlamaServerProcess(LlamaServerOptions(
-            binary=_binary(), model=options.model, slots=options.slots, ctx=ctx, threads=options.threads,
-            gpu_layers=options.gpu_layers, cache_ram_mib=options.cache_ram_mib, mmproj=options.mmproj,
-            extra_args=options.extra_args,
-        ))
+        process = LlamaServerProcess(child_options(options, binary=_binary(), ctx=ctx))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
                  Path(options.model).name, options.slots, ctx,
                  "--ctx" if options.ctx else "the model's training context", options.cache_ram_mib)
@@ -132,8 +134,8 @@ class LlamaCppEngine(UpstreamEngine):
         except UpstreamError as exc:
             client.close()
             process.stop()
-            raise ConfigError("engine", f"llama-server started but {exc.message}") from None
-        except ConfigError:
+            raise EngineOptionError(None, f"llama-server started but {exc.message}") from None
+        except EngineOptionError:
             client.close()
             process.stop()
             raise
@@ -153,6 +155,14 @@ class LlamaCppEngine(UpstreamEngine):
         self.process.stop()
 
 
+def child_options(options: EmbeddedOptions, **worked_out) -> LlamaServerOptions:
+    """The child's options: each `LlamaServerOptions` field that `options` has by the same name (model, slots,
+    threads, …) carried over, and those worked out at start-up (`binary`; `ctx`, which the model's training
+    context may fill) given, so a new option of both is carried without another line here."""
+    carried = {f.name: getattr(options, f.name) for f in fields(LlamaServerOptions) if f.name not in worked_out}
+    return LlamaServerOptions(**carried, **worked_out)
+
+
 def check_tokenizer(tokenizer: Tokenizer, vocabulary: GgufVocabulary, client: httpx.Client) -> None:
     """Compare like with like, on `TOKENIZER_PROBES`: the ids Maya renders must be llama-server's (special-token
     parsing on and off alike), the vocabulary must place each special token llama-server finds at its id, and
@@ -163,14 +173,14 @@ def check_tokenizer(tokenizer: Tokenizer, vocabulary: GgufVocabulary, client: ht
         for special in (True, False):
             theirs = _engine_ids(client, text, special)
             if tokenizer.encode(text, special=special) != theirs:
-                raise ConfigError("tokenizer", "the tokenizer of --tokenizer DIR splits text differently from "
-                                               "llama-server's; drop --tokenizer to use llama-server's own")
+                raise EngineOptionError("tokenizer_dir", "its tokenizer splits text differently from llama-server's",
+                                        reason=TOKENIZER_DISAGREES)
             for token_id in filter(vocabulary.is_special, theirs):
                 piece = vocabulary.piece(token_id).decode("utf-8", errors="replace")
                 if vocabulary.special_id(piece) != token_id:
-                    raise ConfigError("model", f"the GGUF's vocabulary names two tokens {piece!r}")
+                    raise EngineOptionError("model", f"the GGUF's vocabulary names two tokens {piece!r}")
             if tokenizer.decode(theirs) != _engine_text(client, theirs):
-                raise ConfigError("model", "Maya decodes this GGUF's vocabulary differently from llama-server")
+                raise EngineOptionError("model", "Maya decodes this GGUF's vocabulary differently from llama-server")
 
 
 def _engine_ids(client: httpx.Client, text: str, special: bool) -> list[int]:
@@ -205,14 +215,14 @@ def _metadata(model: str) -> dict:
     try:
         return read_gguf_metadata(model)
     except (OSError, ValueError) as exc:
-        raise ConfigError("model", str(exc)) from None
+        raise EngineOptionError("model", str(exc), value=model) from None
 
 
 def _vocabulary(metadata: dict) -> GgufVocabulary:
     try:
         return GgufVocabulary(metadata)
     except UnsupportedVocabulary as exc:
-        raise ConfigError("model", str(exc)) from None
+        raise EngineOptionError("model", str(exc)) from None
 
 
 def _text(value: object) -> str | None:
@@ -223,4 +233,4 @@ def _binary() -> Path:
     try:
         return ensure_binary()
     except (RuntimeError, OSError) as exc:
-        raise ConfigError("engine", f"llama-server could not be built: {exc}") from None
+        raise EngineOptionError(None, f"llama-server could not be built: {exc}") from None

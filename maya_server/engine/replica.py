@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 
 import httpx
 
-from ..errors import ConfigError, UpstreamError
+from ..errors import EngineOptionError, UpstreamError
 from .upstream import UpstreamEngine, UpstreamOptions
 from .upstream_probe import model_card, probe_upstream
 
@@ -48,14 +48,14 @@ class Replica:
 
     @classmethod
     def connect(cls, options: UpstreamOptions) -> "Replica":
-        """Meet the engine as a single upstream is met (a `ConfigError` naming `upstream_url` or `tokenizer` if
+        """Meet the engine as a single upstream is met (an `EngineOptionError` naming `url` or `tokenizer_dir` if
         it cannot be), and learn its identity."""
         engine = UpstreamEngine.connect(options)
         with _client(options) as client:
             try:
                 identity = model_identity(client, engine.info.chat_template)
             except UpstreamError as exc:
-                raise ConfigError("upstream_url", f"{exc.message} at {engine.health.url}") from None
+                raise EngineOptionError("url", f"{exc.message} at {engine.health.url}") from None
         return cls(engine, options, identity)
 
     @property

@@ -19,8 +19,8 @@ single upstream's error (an `upstream_error` event): half an answer cannot be
 resumed elsewhere. When every replica is out, requests still go to one (and
 fail with 503 `upstream_unavailable` while none answers).
 
-Start-up meets every replica (all must answer) and refuses, with a
-`ConfigError` naming `upstream_url`, replicas that serve different models:
+Start-up meets every replica (all must answer) and refuses, with an
+`EngineOptionError` naming `replicas`, replicas that serve different models:
 Maya renders one prompt with one tokenizer for all of them. `--upstream-slots`
 is per replica; the set's slots (Maya's queue) are their sum, and stay so while
 a replica is out (the others' engines queue the excess). The relay's batching
@@ -35,8 +35,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
-from ..errors import ConfigError, UpstreamError, UpstreamRejected
+from ..errors import EngineOptionError, UpstreamError, UpstreamRejected
 from .base import Counts, Engine, Generation, StreamItem
+from .defaults import AFFINITY_ENTRIES, REPLICA_PROBE_S, REPLICA_ROUTING
 from .prefix_affinity import PrefixTable, block_keys
 from .replica import Replica
 from .replica_metrics import ReplicaCollector
@@ -51,9 +52,9 @@ class ReplicaSetOptions:
     """What `ReplicaSetEngine.connect` needs; `engine_setup` fills it from the settings."""
 
     replicas: tuple[UpstreamOptions, ...]
-    routing: str = "affinity"
-    affinity_entries: int = 131072
-    probe_s: float = 5.0
+    routing: str = REPLICA_ROUTING
+    affinity_entries: int = AFFINITY_ENTRIES
+    probe_s: float = REPLICA_PROBE_S
 
 
 class ReplicaSetEngine(Engine):
@@ -65,7 +66,7 @@ class ReplicaSetEngine(Engine):
             replica.engine.tokenizer = first.tokenizer  # one tokenizer renders for all (they serve one model)
         self.replicas = replicas
         self.tokenizer = first.tokenizer
-        self.template_family = first.template_family
+        self.chat_template = first.chat_template
         self.context_size = min(r.engine.context_size for r in replicas)
         self.slots = sum(r.engine.slots for r in replicas)
         self.accepts_images = all(r.engine.accepts_images for r in replicas)
@@ -80,13 +81,13 @@ class ReplicaSetEngine(Engine):
 
     @classmethod
     def connect(cls, options: ReplicaSetOptions) -> "ReplicaSetEngine":
-        """Meet every replica and check they serve one model; a `ConfigError` otherwise."""
+        """Meet every replica and check they serve one model; an `EngineOptionError` otherwise."""
         model = options.replicas[0].model
         replicas = [Replica.connect(replace(o, model=None)) for o in options.replicas]  # their own names, to compare
         first = replicas[0]
         for replica in replicas[1:]:
             if replica.identity != first.identity:
-                raise ConfigError("upstream_url", _mismatch(first, replica))
+                raise EngineOptionError("replicas", _mismatch(first, replica))
         if model is not None:
             for replica in replicas:
                 replica.engine.info = replace(replica.engine.info, model=model)

@@ -39,11 +39,12 @@ from typing import AsyncIterator
 import httpx
 import orjson
 
-from ..errors import ConfigError, EngineError, UpstreamError, UpstreamRejected
-from ..families.detection import family_from_template, template_from_model_dir
+from ..errors import EngineError, EngineOptionError, UpstreamError, UpstreamRejected
+from ..model.chat_template import template_from_model_dir
 from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
+from .defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from .event_stream import ERROR, Endpoint
 from .slot_choice import SlotChooser, SlotChooserCollector
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
@@ -75,8 +76,8 @@ class UpstreamOptions:
     """Sequences at once, instead of the upstream's own `total_slots` (else `DEFAULT_SLOTS`)."""
     context_size: int | None = None
     """The context, instead of the upstream's own (else `DEFAULT_CTX`)."""
-    connect_timeout: float = 5.0
-    read_timeout: float = 600.0
+    connect_timeout: float = CONNECT_TIMEOUT_S
+    read_timeout: float = READ_TIMEOUT_S
 
 
 class UpstreamEngine(Engine):
@@ -91,8 +92,8 @@ class UpstreamEngine(Engine):
         slots: int,
         context_size: int,
         key: str | None = None,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 600.0,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        read_timeout: float = READ_TIMEOUT_S,
         uds: str | None = None,
     ) -> None:
         """`uds`: reach `url` over this Unix socket (the embedded engine's private llama-server)."""
@@ -120,21 +121,23 @@ class UpstreamEngine(Engine):
 
     @classmethod
     def connect(cls, options: UpstreamOptions) -> "UpstreamEngine":
-        """Load the tokenizer and meet the upstream; any failure is a one-line `ConfigError` naming the setting
-        (`tokenizer`, `upstream_url`) whose value failed."""
+        """Load the tokenizer and meet the upstream; any failure is a one-line `EngineOptionError` naming the option
+        (`tokenizer_dir`, `url`) whose value failed. The engine reports the chat template it finds (the model
+        directory's, else the upstream's `/props`) as `chat_template`."""
         try:
             tokenizer = HfTokenizer.from_model_dir(options.tokenizer_dir)
         except Exception as exc:  # tokenizers raises its own exception types for a malformed file
             where = Path(options.tokenizer_dir) / "tokenizer.json"
-            raise ConfigError("tokenizer", f"cannot load {where}: {exc}") from None
+            raise EngineOptionError("tokenizer_dir", f"cannot load {where}: {exc}",
+                                    value=options.tokenizer_dir) from None
         timeout = httpx.Timeout(options.connect_timeout, read=options.read_timeout)
         headers = {"Authorization": f"Bearer {options.key}"} if options.key else {}
         with httpx.Client(base_url=options.url, timeout=timeout, headers=headers) as client:
             try:
                 info = probe_upstream(client)
             except UpstreamError as exc:
-                raise ConfigError(
-                    "upstream_url", f"{exc.message} at {public_url(options.url)}; is it running and ready?"
+                raise EngineOptionError(
+                    "url", f"{exc.message} at {public_url(options.url)}; is it running and ready?"
                 ) from None
             if options.model is not None:
                 info = replace(info, model=options.model)
@@ -143,7 +146,7 @@ class UpstreamEngine(Engine):
                 try:
                     image_tokens = measure_image_tokens(client, info.media_marker)
                 except UpstreamError as exc:
-                    raise ConfigError("upstream_url", f"the upstream's image probe failed: {exc.message}") from None
+                    raise EngineOptionError("url", f"the upstream's image probe failed: {exc.message}") from None
         engine = cls(
             options.url, tokenizer, info,
             slots=options.slots or info.slots or DEFAULT_SLOTS,
@@ -154,7 +157,7 @@ class UpstreamEngine(Engine):
         )
         engine.image_tokens = image_tokens
         engine.health.checked(True)
-        engine.template_family = family_from_template(template_from_model_dir(options.tokenizer_dir) or info.chat_template)
+        engine.chat_template = template_from_model_dir(options.tokenizer_dir) or info.chat_template
         log.info("upstream %s (%s) at %s: %d slots, context %d",
                  info.model, info.kind, engine.health.url, engine.slots, engine.context_size)
         return engine

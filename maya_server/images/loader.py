@@ -24,17 +24,16 @@ import threading
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, TypeVar
 
 import httpx
 
-from ..config import ServerConfig
 from ..neutral.conversation import Conversation, ImagePart, Message, ToolResult, image_parts
 from ..errors import BadImage, ImageError, RateLimitError
 from .decode import decode_to_png
-from .encoder import ImageBound, bound_for, read_projector
-from .fetch import FetchLimits, ImageFetcher, Resolver, system_resolver, too_big
+from .fetch import ImageFetcher, Resolver, system_resolver, too_big
+from .limits import ImageLimits
 from .memory import Holding, ImageMemory
 from .url import FetchUrl, check_image_url, is_data_url, parse_data_url, parse_fetch_url
 from ..metrics import Metrics
@@ -47,35 +46,6 @@ ENGINE_IMAGE_BYTES = 64 * 1024 * 1024
 """The most image bytes (PNG, after scaling) one request sends the engine: llama-server refuses a body over
 100 MiB, and the images travel in it as base64 (4/3 larger) beside the prompt. The default limits stay
 under it (8 images of at most 1536 x 1536 x 3 bytes)."""
-
-
-@dataclass(frozen=True)
-class ImageLimits:
-    """The `image_*` settings; the defaults are ServerConfig's own."""
-
-    max_bytes: int = ServerConfig.image_max_bytes
-    max_pixels: int = ServerConfig.image_max_pixels
-    max_count: int = ServerConfig.image_max_count
-    fetch_timeout: float = ServerConfig.image_fetch_timeout
-    max_redirects: int = ServerConfig.image_max_redirects
-    allow_private: bool = ServerConfig.image_allow_private
-    fetch_deadline: float = ServerConfig.image_fetch_deadline
-    request_bytes: int = ServerConfig.image_request_bytes
-    server_bytes: int = ServerConfig.image_server_bytes
-    bound: ImageBound = ImageBound(ServerConfig.image_max_side)
-    """The size an image is scaled down to: `image_max_side`, tightened by the projector's encoder."""
-
-    @classmethod
-    def from_config(cls, config: ServerConfig) -> "ImageLimits":
-        projector = read_projector(config.mmproj) if config.engine == "llamacpp" else None
-        return cls(config.image_max_bytes, config.image_max_pixels, config.image_max_count,
-                   config.image_fetch_timeout, config.image_max_redirects, config.image_allow_private,
-                   config.image_fetch_deadline, config.image_request_bytes, config.image_server_bytes,
-                   bound_for(config.image_max_side, projector))
-
-    def fetch_limits(self) -> FetchLimits:
-        return FetchLimits(self.max_bytes, self.fetch_timeout, self.fetch_deadline, self.max_redirects,
-                           self.allow_private)
 
 
 class ImageLoader:

@@ -27,6 +27,7 @@ from mcp_types import CONNECTION_CLOSED
 from ..errors import McpServerGone
 from .config import McpServerSpec
 from .results import ToolOutcome, limited, outcome_of
+from .settings import McpSettings
 
 log = logging.getLogger("maya.mcp")
 
@@ -43,15 +44,6 @@ class McpState(str, enum.Enum):
     RESTARTING = "restarting"
     FAILED = "failed"
     STOPPED = "stopped"
-
-
-@dataclass(frozen=True)
-class McpSettings:
-    call_timeout: float = 30.0
-    result_bytes: int = 65536
-    start_timeout: float = 20.0
-    restarts: int = 3
-    max_calls: int = 16
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from .config import McpServerSpec
-from .connection import McpConnection, McpSettings, McpState, McpTool
+from .connection import McpConnection, McpState, McpTool
+from .settings import McpSettings
 from .results import ToolOutcome
 
 

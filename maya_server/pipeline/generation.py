@@ -26,7 +26,7 @@ from typing import AsyncIterator
 
 from ..neutral.conversation import Conversation, image_parts
 from ..families.base import Family, StreamParser
-from ..engine.base import Engine, Generation, SamplingParams
+from ..engine.base import Engine, Generation, Sampling, SamplingParams
 from ..engine.fifo import Admission, EngineQueue
 from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
 from ..images.loader import ImageLimits, ImageLoader
@@ -37,13 +37,11 @@ from .tool_policy import ToolPolicy
 
 
 @dataclass(frozen=True)
-class GenerationSettings:
+class GenerationSettings(Sampling):
+    """What a request asks of one generation: its sampling (`Sampling`'s fields) and what the pipeline does
+    around the engine."""
+
     max_tokens: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    seed: int | None = None
     stop: tuple[str, ...] = ()
     max_tool_calls: int | None = None
     """The turn ends once this many calls are complete; a call past it is never published."""
@@ -144,12 +142,8 @@ class GenerationService:
                 param=context_param,
             )
         params = SamplingParams(
+            **settings.sampling(),
             max_tokens=settings.max_tokens if settings.max_tokens is not None else room,
-            temperature=settings.temperature,
-            top_p=settings.top_p,
-            presence_penalty=settings.presence_penalty,
-            frequency_penalty=settings.frequency_penalty,
-            seed=settings.seed,
             stop_token_ids=self._stop_ids,
         )
         return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,

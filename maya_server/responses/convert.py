@@ -24,6 +24,7 @@ from typing import Sequence, Union
 from ..neutral.conversation import (
     Conversation, ImagePart, Message, NamedToolChoice, Part, TextPart, ToolCall, ToolResult, ToolSpec, Turn,
 )
+from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from ..errors import InvalidRequestError
 from ..pipeline.generation import GenerationSettings
 from .request import ResponsesRequest
@@ -67,8 +68,8 @@ def to_conversation(
 def to_settings(request: ResponsesRequest) -> GenerationSettings:
     return GenerationSettings(
         max_tokens=request.max_output_tokens,
-        temperature=1.0 if request.temperature is None else float(request.temperature),
-        top_p=1.0 if request.top_p is None else float(request.top_p),
+        temperature=DEFAULT_TEMPERATURE if request.temperature is None else float(request.temperature),
+        top_p=DEFAULT_TOP_P if request.top_p is None else float(request.top_p),
         presence_penalty=float(request.presence_penalty or 0.0),
         frequency_penalty=float(request.frequency_penalty or 0.0),
         max_tool_calls=request.max_tool_calls,

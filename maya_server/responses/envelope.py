@@ -6,6 +6,7 @@ context and never stored or echoed.
 
 from __future__ import annotations
 
+from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from .request import ResponsesRequest
 from .request_tools import FunctionToolChoice
 from ..structured.formats import JsonSchemaFormat, OutputFormat
@@ -26,8 +27,8 @@ def response_envelope(request: ResponsesRequest, model: str) -> dict:
         "service_tier": "default",
         "store": request.stored,
         "background": request.background is True,
-        "temperature": 1.0 if request.temperature is None else request.temperature,
-        "top_p": 1.0 if request.top_p is None else request.top_p,
+        "temperature": DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
+        "top_p": DEFAULT_TOP_P if request.top_p is None else request.top_p,
         "presence_penalty": request.presence_penalty or 0.0,
         "frequency_penalty": request.frequency_penalty or 0.0,
         "top_logprobs": request.top_logprobs or 0,

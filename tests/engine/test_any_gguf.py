@@ -21,7 +21,7 @@ import openai
 import pytest
 
 from maya_server.families import get_family
-from maya_server.engine_setup import create_engine
+from maya_server.engine_setup import create_engine, template_family
 from maya_server.model.gguf_metadata import read_gguf_metadata
 from maya_server.model.gguf_vocabulary import CONTROL
 
@@ -80,7 +80,7 @@ def served(request):
     """(model name, the embedded engine on it, its family), one child per model."""
     engine = create_engine(embedded_config(model=str(family_model(request.param)), ctx=4096, slots=1))
     try:
-        yield request.param, engine, get_family(engine.template_family)
+        yield request.param, engine, get_family(template_family(engine))
     finally:
         engine.shutdown()
 

@@ -24,8 +24,9 @@ import pytest
 from maya_server.neutral.conversation import Conversation, Message, TextPart
 from maya_server.families import get_family
 from maya_server.engine.llama_server import LlamaServerOptions, LlamaServerProcess
-from maya_server.errors import ConfigError, EngineStartError
+from maya_server.errors import EngineOptionError, EngineStartError
 from maya_server.engine.llamacpp import check_tokenizer
+from maya_server.engine_setup import EMBEDDED_SETTINGS, WORDING, template_family
 
 from tests.embedded import child_http, embedded_server, process_gone, start_cli
 from tests.llama_server import free_port
@@ -49,7 +50,7 @@ def test_status_shows_the_child_and_the_models_own_family(maya):
     engine = status["engine"]
     assert engine["name"] == "llamacpp" and engine["slots"] == 4 and status["context_size"] == 2048
     assert engine["process"]["state"] == "ready" and engine["process"]["restarts"] == 0
-    assert maya.engine.template_family == "chatml"
+    assert template_family(maya.engine) == "chatml"
     assert maya.engine.process.api_key not in maya.http().get("/v1/status").text
 
 
@@ -102,11 +103,14 @@ def test_a_tokenizer_that_disagrees_with_llama_server_stops_start_up(maya):
 
     with child_http(maya.engine) as child:
         check_tokenizer(ours, ours.vocabulary, child)  # ours agrees
-        with pytest.raises(ConfigError) as split:
+        with pytest.raises(EngineOptionError) as split:
             check_tokenizer(OffByOne(), ours.vocabulary, child)
-        with pytest.raises(ConfigError) as decoded:
+        with pytest.raises(EngineOptionError) as decoded:
             check_tokenizer(MisreadsBytes(), ours.vocabulary, child)
-    assert split.value.name == "tokenizer" and decoded.value.name == "model"
+    assert split.value.option == "tokenizer_dir" and decoded.value.option == "model"
+    # the edge names the setting, with the way out
+    assert EMBEDDED_SETTINGS[split.value.option] == "tokenizer" and WORDING[split.value.reason].startswith(
+        "the tokenizer of --tokenizer DIR")
 
 
 def test_a_resent_history_asks_llama_server_only_for_what_is_new(maya):

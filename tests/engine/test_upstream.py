@@ -15,7 +15,7 @@ import pytest
 
 from maya_server.config import ServerConfig
 from maya_server.families import get_family
-from maya_server.engine_setup import create_engine
+from maya_server.engine_setup import create_engine, template_family
 from maya_server.neutral.conversation import Conversation, Message, TextPart
 from maya_server.model.hf_tokenizer import HfTokenizer
 
@@ -77,7 +77,7 @@ def test_start_up_learns_slots_and_context_from_llama_server(maya):
     assert (upstream["url"],) == maya.config.upstream_url
     assert upstream["healthy"] is True and upstream["consecutive_failures"] == 0
     assert status["queue"]["slots"] == 2
-    assert maya.engine.template_family == "chatml"   # SmolLM2's template, from llama-server's /props
+    assert template_family(maya.engine) == "chatml"   # SmolLM2's template, from llama-server's /props
 
 
 def test_a_model_directorys_own_template_names_the_family(llama, tokenizer_dir, tmp_path):
@@ -87,7 +87,7 @@ def test_a_model_directorys_own_template_names_the_family(llama, tokenizer_dir, 
     (directory / "tokenizer_config.json").write_text(
         json.dumps({"chat_template": "[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"}))
     engine = create_engine(upstream_config(llama.url, str(directory)))
-    assert engine.template_family == "glm"   # tokenizer_config.json wins over the upstream's /props
+    assert template_family(engine) == "glm"   # tokenizer_config.json wins over the upstream's /props
 
 
 def test_chat_answers_through_llama_server(maya):

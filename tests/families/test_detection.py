@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from maya_server.config import default_model_path
-from maya_server.families.detection import family_from_template, template_from_model_dir
+from maya_server.families.detection import family_from_template
+from maya_server.model.chat_template import template_from_model_dir
 from maya_server.model.gguf_metadata import read_gguf_metadata, training_context
 
 from tests.families.official import DATA

@@ -1,0 +1,26 @@
+"""The engines' option defaults, each defined once.
+
+Why its own module: the option bags (`EmbeddedOptions`, `UpstreamOptions`,
+`LlamaServerOptions`, `ReplicaSetOptions`, the stream's `Endpoint`) and the
+settings (`ServerConfig`) all need these, and the settings must take them
+without loading an engine (each engine's module is imported only when that
+engine is configured, `engine_setup.py`). `DEFAULT_CTX` stays with the engine
+boundary (`base.py`), which every engine imports anyway.
+"""
+
+from __future__ import annotations
+
+CONNECT_TIMEOUT_S = 5.0
+"""Seconds to connect to an upstream engine."""
+READ_TIMEOUT_S = 600.0
+"""Seconds to wait for an engine's next streamed token (a long prompt's prefill comes first)."""
+CACHE_RAM_MIB = 2048
+"""llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
+TOKENIZE_CACHE_MIB = 64
+"""The embedded engine's cache of prompt text runs' token ids (`TokenCache`)."""
+REPLICA_ROUTING = "affinity"
+"""How requests are spread over replicas (`replica_router.py`)."""
+AFFINITY_ENTRIES = 131072
+"""Prefix blocks (16 prompt tokens each) the affinity table remembers."""
+REPLICA_PROBE_S = 5.0
+"""Seconds between checks of a replica taken out after a failure."""
