@@ -73,7 +73,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         f"(default {_default('tokenize_cache_mib')})")
     p.add_argument("--engine-arg", dest="engine_args", action="append", metavar="ARG",
                    help="embedded engine: one more llama-server flag, e.g. --engine-arg=--no-repack (repeatable)")
-    vis = p.add_argument_group("images (input_image / image_url)")
+    _image_options(p.add_argument_group("images (input_image / image_url)"))
+    _upstream_options(p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)"))
+    _mcp_options(p.add_argument_group("MCP tools for Chat Completions requests with strata_mcp: true"))
+    return p
+
+
+def _image_options(vis: argparse._ArgumentGroup) -> None:
     vis.add_argument("--mmproj", metavar="FILE", help="embedded engine: the model's multimodal projector GGUF (turns images on)")
     vis.add_argument("--image-max-bytes", dest="image_max_bytes", metavar="N",
                      help=f"largest image (default {_default('image_max_bytes')}, 20 MiB)")
@@ -98,7 +104,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                      help=f"redirects followed (default {_default('image_max_redirects')})")
     vis.add_argument("--image-allow-private", dest="image_allow_private", action="store_const", const=True, default=None,
                      help="allow image URLs on loopback/private/link-local addresses (default: refused)")
-    up = p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)")
+
+
+def _upstream_options(up: argparse._ArgumentGroup) -> None:
     up.add_argument("--upstream-url", dest="upstream_url", action="append", metavar="URL",
                     help="the engine's base URL, e.g. http://gpu1:8000 (repeatable, or comma-separated: replicas of "
                          "one model, each conversation kept on the replica that holds its prefix)")
@@ -123,14 +131,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                          "tokens generated meanwhile are relayed together "
                          f"(default {_default('relay_batch_ms')}; 0: each at once)")
     up.add_argument("--tokenizer", metavar="DIR", help="model directory with the tokenizer.json the engine's model uses")
-    mcp = p.add_argument_group("MCP tools for Chat Completions requests with strata_mcp: true")
+
+
+def _mcp_options(mcp: argparse._ArgumentGroup) -> None:
     mcp.add_argument("--mcp-config", dest="mcp_config", metavar="FILE",
                      help='JSON file with the "mcpServers" object MCP clients use ({name: {command, args, env, cwd} or {url, headers}})')
     mcp.add_argument("--mcp-call-timeout", dest="mcp_call_timeout", metavar="S",
                      help=f"seconds one tool call may take (default {_default('mcp_call_timeout')})")
     mcp.add_argument("--mcp-max-rounds", dest="mcp_max_rounds", metavar="N",
                      help=f"rounds of tool calls in one turn (default {_default('mcp_max_rounds')})")
-    return p
 
 
 def load(argv: Sequence[str] | None, prog: str, default_family: str, environ=os.environ) -> ServerConfig:

@@ -32,10 +32,7 @@ def resources_router(records: ResponseRecords) -> APIRouter:
     async def retrieve(request: Request, response_id: str) -> Response:
         query = _query(request, ("include", "include[]", "stream", "starting_after", "include_obfuscation"))
         _refuse_include(query)
-        stream = query.get("stream", "false")
-        if stream not in ("true", "false"):
-            raise InvalidRequestError(f"Invalid value for 'stream': {stream!r}. Use true or false.", param="stream")
-        if stream == "true":
+        if _one_of(query, "stream", ("false", "true"), "Use true or false.") == "true":
             job = records.streamable(request.state.owner, response_id)
             return stream_job(records.jobs, job, query.get("starting_after"))
         if "starting_after" in query:
@@ -57,14 +54,20 @@ def resources_router(records: ResponseRecords) -> APIRouter:
     async def input_items(request: Request, response_id: str) -> Response:
         query = _query(request, ("order", "limit", "after", "include", "include[]"))
         _refuse_include(query)
-        order = query.get("order", "desc")
-        if order not in ("asc", "desc"):
-            raise InvalidRequestError(f"Invalid value for 'order': {order!r}. Use 'asc' or 'desc'.", param="order")
+        order = _one_of(query, "order", ("desc", "asc"), "Use 'asc' or 'desc'.")
         limit = _limit(query.get("limit"))
         return _json(records.input_items(request.state.owner, response_id,
                                          order=order, limit=limit, after=query.get("after")))
 
     return router
+
+
+def _one_of(query: dict[str, str], name: str, choices: tuple[str, ...], hint: str) -> str:
+    """The query parameter `name`, one of `choices` (the first is its default)."""
+    value = query.get(name, choices[0])
+    if value not in choices:
+        raise InvalidRequestError(f"Invalid value for '{name}': {value!r}. {hint}", param=name)
+    return value
 
 
 def _query(request: Request, allowed: Iterable[str]) -> dict[str, str]:
