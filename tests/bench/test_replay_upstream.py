@@ -180,7 +180,7 @@ def test_a_rate_paces_each_stream(recordings, ids):
         chunks = stream_events(replay.url, "/v1/completions", body, parse_event)
         elapsed = time.monotonic() - started
     assert sum(1 for c in chunks if c and c.token_ids) == 11
-    assert 0.19 <= elapsed < 2  # 11 tokens at 50/s: the first at once, then one every 20 ms
+    assert elapsed >= 0.19  # 11 tokens at 50/s: the first at once, then one every 20 ms (load only adds to it)
 
 
 def test_the_replay_answers_the_start_up_probe_like_each_engine(replays):

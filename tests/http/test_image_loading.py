@@ -6,7 +6,6 @@ in the engine queue before anything is fetched (a full queue is a 429 with no fe
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 import pytest
@@ -64,11 +63,11 @@ def test_a_shutdown_cancels_the_fetches_and_answers_503(start_server, stalling):
         httpx.post(server.url + "/v1/chat/completions", json=chat_body(stalling.url), timeout=30)))
     client.start()
     assert stalling.requested.wait(10)
-    stopped = time.monotonic()
     server.stop()
     client.join(10)
-    assert time.monotonic() - stopped < 5  # the fetch did not use up the grace period
     assert stalling.closed.wait(5)
+    # a 503 is the shutdown's answer: a fetch left to its deadline answers 400, one cut at the grace period's end
+    # answers nothing
     assert answers and answers[0].status_code == 503
     assert answers[0].json()["error"]["code"] == SHUTDOWN_CODE
 

@@ -268,10 +268,9 @@ def stalling():
 
 
 def test_a_fetch_that_reads_steadily_still_ends_at_its_deadline(stalling):
-    started = time.monotonic()
     error = refusal(local_loader(fetch_timeout=5, fetch_deadline=0.6), stalling.url)
+    # the deadline's refusal, not the per-read timeout's nor the body's end: the reason says which ended it
     assert error.reason == "deadline" and "image_fetch_deadline" in error.message
-    assert time.monotonic() - started < 5  # not the per-read timeout, nor the body's end
     assert stalling.closed.wait(5)
 
 

@@ -14,9 +14,8 @@ object.
 
 from __future__ import annotations
 
-import time
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -45,8 +44,6 @@ ERROR_KEYS = {"message", "type", "param", "code"}
 class StreamResult:
     events: list[Any]
     raw: list[dict]
-    arrivals: list[float] = field(default_factory=list)
-    """`time.monotonic()` when each event's data line arrived."""
 
     @property
     def types(self) -> list[str]:
@@ -191,7 +188,6 @@ def read_stream(http: httpx.Client, body: dict, *, check: bool = True) -> Stream
         assert answer.status_code == 200, answer.read().decode()
         assert answer.headers["content-type"].startswith("text/event-stream")
         for name, data in iter_frames(answer.iter_lines()):
-            result.arrivals.append(time.monotonic())
             assert data != "[DONE]", "the Responses stream has no [DONE] sentinel"
             raw = httpx.Response(200, content=data).json()
             assert name == raw.get("type"), f"event line {name!r} but data type {raw.get('type')!r}"

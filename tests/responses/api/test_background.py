@@ -4,7 +4,6 @@ Recovery" section. The scripted engine's per-token delay makes every timing dete
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import openai
@@ -362,9 +361,7 @@ def test_shutdown_ends_connected_readers_and_cancels_their_task(start_server):
     lines = answer.iter_lines()
     next(iter_frames(lines))
     jobs = server.app.state.jobs
-    started = time.monotonic()
-    server.stop()
-    assert time.monotonic() - started < 15  # the grace period, then the task's cancellation
+    server.stop()  # the grace period, then the task's cancellation
     assert jobs.find("public", job.id).state == "cancelled"
     assert server.engine.cancelled == 1
     http.close()
