@@ -59,10 +59,12 @@ def create_engine(config: ServerConfig) -> Engine:
         if config.script is None:
             raise ConfigError("script", "--engine scripted needs --script FILE (a JSON list of completions)")
         try:
-            return ScriptedEngine.from_file(config.script, context_size=config.ctx or DEFAULT_CTX,
-                                            delay=config.script_delay)
+            engine = ScriptedEngine.from_file(config.script, context_size=config.ctx or DEFAULT_CTX,
+                                              delay=config.script_delay)
         except ValueError as exc:
             raise ConfigError("script", str(exc)) from None
+        engine.images_refusal = f"{engine.images_refusal}; run the llamacpp engine and {MMPROJ_HINT}"
+        return engine
     try:
         engine = _start(config)
     except EngineOptionError as exc:

@@ -115,7 +115,7 @@ class LlamaCppEngine(UpstreamEngine):
         process = LlamaServerProcess(child_options(options, binary=_binary(), ctx=ctx))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
                  Path(options.model).name, options.slots, ctx,
-                 "--ctx" if options.ctx else "the model's training context", options.cache_ram_mib)
+                 "as configured" if options.ctx else "the model's training context", options.cache_ram_mib)
         process.start()  # an EngineStartError has stopped the child already
         client = httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(), timeout=30)
         try:

@@ -108,7 +108,7 @@ class ScriptEntry:
 
 class ScriptedEngine(Engine):
     name = "scripted"
-    images_refusal = "the scripted test engine takes no images; run the llamacpp engine with --mmproj FILE"
+    images_refusal = "the scripted test engine takes no images"
 
     def __init__(self, script: Sequence[object], *, context_size: int = DEFAULT_CTX, delay: float = 0.0, slots: int = 1) -> None:
         if not script:
