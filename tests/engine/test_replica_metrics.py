@@ -18,7 +18,8 @@ def _replica(url, *, up, slots, in_flight, outcomes):
     health = UpstreamHealth(url, clock=lambda: 0.0)
     for outcome in outcomes:
         health.record(outcome, "x" if outcome == "failed" else None)
-    return SimpleNamespace(url=health.url, up=up, in_flight=in_flight, engine=SimpleNamespace(health=health, slots=slots))
+    engine = SimpleNamespace(health=health, slots=slots)
+    return SimpleNamespace(url=health.url, up=up, in_flight=in_flight, engine=engine)
 
 
 def _engine():

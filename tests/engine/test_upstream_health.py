@@ -49,7 +49,8 @@ def test_every_outcome_but_failed_counts_the_upstream_as_up(outcome):
 
 
 def _samples(collector):
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in collector.collect() for s in family.samples}
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in collector.collect() for s in family.samples}
 
 
 def test_the_collector_reads_the_record_at_scrape_time():
