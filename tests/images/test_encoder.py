@@ -12,7 +12,12 @@ from maya_server.images.encoder import ImageBound, bound_for, read_projector
 def test_an_image_within_bounds_keeps_its_exact_size():
     assert ImageBound(1536).target(1536, 800) == (1536, 800)
     assert ImageBound(1536, max_pixels=100 * 100).target(100, 100) == (100, 100)
-    assert ImageBound(1536, cover_side=336).target(336, 2000 // 2) == (336, 1000)
+    assert ImageBound(1536, cover_side=336).target(336, 1000) == (336, 1000)
+
+
+def test_a_smaller_image_is_never_scaled_up():
+    assert ImageBound(1536).target(1280, 720) == (1280, 720)
+    assert ImageBound(1536, max_pixels=10 ** 6, cover_side=896).target(640, 480) == (640, 480)
 
 
 def test_max_side_scales_the_longer_side_down_keeping_the_aspect_ratio():
