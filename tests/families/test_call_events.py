@@ -91,6 +91,7 @@ def test_the_object_writer_streams_members_into_one_valid_object():
     emitter.finish()
     assert isinstance(events[-1], ToolCallFinished)
     assert json.loads(events[-1].arguments) == {"city": 'Paris "\n', "n": [1, None, True]}
+    assert events[-1].arguments == '{"city": "Paris \\"\\n", "n": [1, null, true]}'  # json.dumps' own spacing
 
 
 def test_an_object_writer_with_no_members_writes_an_empty_object():

@@ -12,7 +12,7 @@ from tokenizers.pre_tokenizers import ByteLevel
 
 from maya_server.model.hf_tokenizer import HfTokenizer
 
-SPECIAL, ADDED = "<|user|>", "<think>"
+SPECIAL, ADDED, ACCENTED = "<|user|>", "<think>", "<réponse>"
 
 
 def _byte_level(bos=False) -> Tokenizer:
@@ -21,7 +21,7 @@ def _byte_level(bos=False) -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.add_special_tokens([AddedToken(SPECIAL, special=True), AddedToken("<s>", special=True)])
-    tokenizer.add_tokens([AddedToken(ADDED, special=False)])
+    tokenizer.add_tokens([AddedToken(ADDED, special=False), AddedToken(ACCENTED, special=False)])
     if bos:
         tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 257)])
     return tokenizer
@@ -55,10 +55,12 @@ def test_decode_keeps_special_tokens_and_round_trips_unicode(tokenizer):
 
 
 def test_token_bytes_join_to_the_texts_utf8(tokenizer):
-    text = f"hé ✓ {ADDED}{SPECIAL}"
+    text = f"hé ✓ {ADDED}{SPECIAL}{ACCENTED}"
     ids = tokenizer.encode(text, special=True)
     assert b"".join(tokenizer.token_bytes(i) for i in ids) == text.encode("utf-8")
     assert tokenizer.token_bytes(tokenizer.token_id(SPECIAL)) == SPECIAL.encode()
+    # an added token is its text's UTF-8, not byte-level stand-ins undone ('é' is the stand-in for 0xE9)
+    assert tokenizer.token_bytes(tokenizer.token_id(ACCENTED)) == ACCENTED.encode("utf-8")
     assert tokenizer.token_bytes(10 ** 6) == b""  # an id outside the vocabulary has no bytes
 
 
