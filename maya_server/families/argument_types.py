@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..neutral.conversation import ToolSpec
 from ..errors import TooDeep
-from ..util.json_depth import MAX_JSON_DEPTH, loads_bounded
+from ..util.json_depth import MAX_JSON_DEPTH, loads_bounded, reject_constant
 
 VALUE_DEPTH = MAX_JSON_DEPTH - 1
 """A value's own nesting limit: inside the arguments object, it makes the call at most MAX_JSON_DEPTH deep."""
@@ -38,7 +38,7 @@ def typed_value(raw: str, schema: dict | None) -> object:
     if is_plain_string(schema):
         return raw
     try:
-        value = loads_bounded(raw, VALUE_DEPTH, parse_constant=_reject_constant)
+        value = loads_bounded(raw, VALUE_DEPTH, parse_constant=reject_constant)
     except TooDeep:
         raise
     except ValueError:
@@ -81,6 +81,3 @@ def _json_types(value: object) -> set[str]:
         return {"null"}
     return {"array"} if isinstance(value, list) else {"object"}
 
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")

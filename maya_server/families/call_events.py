@@ -21,7 +21,7 @@ from ..neutral.events import (
     ToolCallInvalid,
     ToolCallStarted,
 )
-from ..util.json_depth import loads_bounded
+from ..util.json_depth import loads_bounded, reject_constant
 
 InvalidReason = Literal["malformed", "truncated", "unterminated"]
 
@@ -64,7 +64,7 @@ class CallEmitter:
 
 def _is_json_object(text: str) -> bool:
     try:
-        return isinstance(loads_bounded(text), dict)
+        return isinstance(loads_bounded(text, parse_constant=reject_constant), dict)
     except ValueError:
         return False
 

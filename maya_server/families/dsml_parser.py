@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from enum import Enum
 
-from ..util.json_depth import loads_bounded
+from ..util.json_depth import loads_bounded, reject_constant
 from .base import EndReason
 from .call_events import CallEmitter, JsonObjectWriter
 from .tagged_parser import unfinished_reason
@@ -147,7 +147,7 @@ class DsmlCallReader:
 
     def _json_value(self, raw: str) -> None:
         try:
-            value = loads_bounded(raw, parse_constant=_reject_constant)
+            value = loads_bounded(raw, parse_constant=reject_constant)
         except ValueError:
             self._malformed(f'parameter {self._key!r} is string="false" but not JSON')
             return
@@ -169,6 +169,3 @@ class DsmlCallReader:
         text, self._buffer = self._buffer, ""
         return text
 
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not JSON")

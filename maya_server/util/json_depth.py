@@ -64,3 +64,9 @@ def loads_bounded(text: str, limit: int = MAX_JSON_DEPTH, **options: Any) -> Any
     if too_deep(value, limit) is not None:
         raise TooDeep(f"JSON nested deeper than {limit} levels")
     return value
+
+
+def reject_constant(name: str) -> float:
+    """`parse_constant` for model output: `NaN`, `Infinity` and `-Infinity` are Python's extensions, not JSON, and
+    a client's `JSON.parse` refuses them, so text that uses them is not valid JSON here either."""
+    raise ValueError(f"{name} is not JSON")

@@ -46,8 +46,6 @@ def test_arguments_that_are_not_one_json_object_make_the_call_malformed(argument
     assert not any(isinstance(event, ToolCallFinished) for event in events)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: _is_json_object uses json.loads' default parse_constant, so NaN and "
-                   "Infinity (not JSON) pass and the call finishes with arguments a client cannot parse")
 @pytest.mark.parametrize("arguments", ['{"x": NaN}', '{"x": -Infinity}'])
 def test_arguments_with_nan_or_infinity_are_not_json_and_make_the_call_malformed(arguments):
     emitter, events = _emitter()
