@@ -4,8 +4,7 @@
            └─► aclose() in `finally`, however the consumer stopped (a client gone, a stream broken)
 
 The loop itself, `drain`, is HTTP-free and lives in `pipeline/drain.py`, so background jobs, which
-have no request, use it without depending on Starlette; `answer_json` runs it while watching the client
-(and it stays importable from here).
+have no request, use it without depending on Starlette; `answer_json` runs it while watching the client.
 """
 
 from __future__ import annotations
@@ -20,9 +19,6 @@ from ..pipeline.drain import drain
 from .disconnect import until_disconnected
 
 E = TypeVar("E")
-
-__all__ = ["answer_json", "drain", "stream_frames"]
-
 
 async def answer_json(request: Request, events: AsyncIterator[E], deliver: Callable[[E], object], *,
                       on_close: Callable[[], None], answer: Callable[[], Response]) -> Response:

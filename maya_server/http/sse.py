@@ -34,12 +34,15 @@ _LINE_LIKE = ((b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"), (b"\
 """U+2028, U+2029 and U+0085 in UTF-8, and their JSON escapes."""
 
 
-def encode_event(data: dict | str, event: str | None = None) -> bytes:
+def encode_event(data: dict | str | bytes, event: str | None = None) -> bytes:
     """One SSE frame. U+2028, U+2029 and U+0085 in the JSON are written as escapes: the JSON means the same,
     and a client that splits the stream with a text splitter (`str.splitlines`, httpx's `iter_lines`) does not
     cut the event at a character the model wrote. (These byte runs are only ever those characters: UTF-8 is
     self-synchronizing, and JSON's own syntax is ASCII.)"""
-    payload = data.encode("utf-8") if isinstance(data, str) else orjson.dumps(data)
+    if isinstance(data, bytes):  # JSON encoded already (a background log's events)
+        payload = data
+    else:
+        payload = data.encode("utf-8") if isinstance(data, str) else orjson.dumps(data)
     if b"\xe2\x80" in payload or b"\xc2\x85" in payload:
         for raw, escaped in _LINE_LIKE:
             payload = payload.replace(raw, escaped)

@@ -29,7 +29,8 @@ from ..families.base import Family, StreamParser
 from ..engine.base import Engine, Generation, Sampling, SamplingParams
 from ..engine.fifo import Admission, EngineQueue
 from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
-from ..images.loader import ImageLimits, ImageLoader
+from ..images.limits import ImageLimits
+from ..images.loader import ImageLoader
 from ..neutral.events import Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, Usage
 from ..metrics import Metrics
 from .stop_strings import StopStringMatcher

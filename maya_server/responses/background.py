@@ -24,7 +24,7 @@ from ..neutral.events import PipelineEvent
 from ..http.sse import EventStreamResponse, encode_event
 from ..util.kept_json import dumps_kept
 from .assembler import ResponseAssembler
-from .event_log import EventLog
+from .event_log import EventLog, LoggedEvent
 from .jobs import Job, JobManager
 from .stored_turn import StoredTurn
 
@@ -89,12 +89,12 @@ def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Resp
                                write_timeout=jobs.settings.stream_timeout_s, keepalive=jobs.keepalive_s)
 
 
-async def _frames(events: AsyncIterator[dict]) -> AsyncIterator[bytes]:
-    """The log's events as SSE frames, each encoded as this reader sends it (the log keeps the objects).
+async def _frames(events: AsyncIterator[LoggedEvent]) -> AsyncIterator[bytes]:
+    """The log's events as SSE frames, framed as this reader sends them (the log keeps each event's JSON).
     Closing the frames closes the reader's cursor with them."""
     try:
         async for event in events:
-            yield encode_event(event, event["type"])
+            yield encode_event(event.json, event.type)
     finally:
         await events.aclose()
 

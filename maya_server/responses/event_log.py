@@ -1,13 +1,14 @@
 """A background response's retained events, and readers that replay then follow them.
 
-Events are kept as the event objects (dicts) the assembler made; a reader that
-streams them encodes them where it sends them (`background.py`), so this log
-knows nothing of SSE or HTTP. The oldest are dropped first once the log holds
-more than `max_count` events or `max_bytes` bytes, so a task's memory is
-bounded however long it runs. An event's bytes are the length of its JSON,
-measured once at append and kept beside it: what it takes on the wire, less
-the few dozen bytes of SSE framing, so `max_bytes` and the `event_bytes`
-figure keep meaning the bytes of the stream a reader replays. Readers hold a cursor (the last
+Each event is kept as its type and its JSON, serialised once at append
+(`LoggedEvent`); a reader that streams them frames them as SSE where it sends
+them (`background.py`), so this log knows nothing of SSE or HTTP, and its
+memory is the bytes it counts, not Python objects several times their size.
+The oldest are dropped first once the log holds more than `max_count` events
+or `max_bytes` bytes of JSON, so a task's memory is bounded however long it
+runs; that is what a replay sends, less the few dozen bytes of SSE framing,
+so `max_bytes` and the `event_bytes` figure keep meaning the bytes of the
+stream a reader replays. Readers hold a cursor (the last
 sequence number they delivered); a reader whose next event has been dropped
 is told so with a terminal `error` event: no event is ever silently skipped.
 That error takes a sequence number of its own, reserved from the task's
@@ -24,11 +25,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
 import orjson
 
 from ..errors import EventTooLarge
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    """One retained event: its `type` (the SSE event name) and its JSON, encoded once for every reader."""
+
+    type: str
+    json: bytes
 
 
 class EventLog:
@@ -38,8 +48,8 @@ class EventLog:
         self.max_count = max_count
         self.max_bytes = max_bytes
         self._reserve_sequence = reserve_sequence
-        self._events: deque[tuple[int, dict | None, int]] = deque()
-        """(sequence number, event or None for a reserved number, its JSON size)"""
+        self._events: deque[tuple[int, LoggedEvent | None]] = deque()
+        """(sequence number, the event, or None for a reserved number)"""
         self.bytes = 0
         self.last = -1
         """The last sequence number appended (-1: none yet)."""
@@ -52,23 +62,23 @@ class EventLog:
         return self._events[0][0] if self._events else self.last + 1
 
     def append(self, event: dict) -> None:
-        size = len(orjson.dumps(event))
-        if size > self.max_bytes:
-            raise EventTooLarge(size, self.max_bytes)
-        self._add(event["sequence_number"], event, size)
+        logged = _logged(event)
+        if len(logged.json) > self.max_bytes:
+            raise EventTooLarge(len(logged.json), self.max_bytes)
+        self._add(event["sequence_number"], logged)
 
-    def _add(self, sequence: int, event: dict | None, size: int) -> None:
-        self._events.append((sequence, event, size))
-        self.bytes += size
+    def _add(self, sequence: int, event: LoggedEvent | None) -> None:
+        self._events.append((sequence, event))
+        self.bytes += _size(event)
         self.last = sequence
         while len(self._events) > self.max_count or self.bytes > self.max_bytes:
-            self.bytes -= self._events.popleft()[2]
+            self.bytes -= _size(self._events.popleft()[1])
         self._wake()
 
     def _reserve(self) -> int:
         """A sequence number no retained or future event has, held by an empty placeholder."""
         sequence = self._reserve_sequence()
-        self._add(sequence, None, 0)
+        self._add(sequence, None)
         return sequence
 
     def close(self) -> None:
@@ -88,7 +98,7 @@ class EventLog:
             return "expired"
         return None
 
-    async def follow(self, after: int) -> AsyncIterator[dict]:
+    async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """Every event after sequence number `after`, live until the log closes.
 
         Sequence numbers are contiguous, so the next event's place in the deque is arithmetic.
@@ -98,17 +108,25 @@ class EventLog:
             waiter = self._appended  # taken before looking, so an append in between is not missed
             first = self.first_retained
             if cursor + 1 < first:
-                yield _overtaken(cursor, self._reserve())
+                yield _logged(_overtaken(cursor, self._reserve()))
                 return
             index = cursor + 1 - first
             if index < len(self._events):
-                cursor, event, _ = self._events[index]
+                cursor, event = self._events[index]
                 if event is not None:  # a placeholder holds a number another reader's error event took
                     yield event
             elif self.closed:
                 return
             else:
                 await waiter.wait()
+
+
+def _logged(event: dict) -> LoggedEvent:
+    return LoggedEvent(event["type"], orjson.dumps(event))
+
+
+def _size(event: LoggedEvent | None) -> int:
+    return len(event.json) if event is not None else 0
 
 
 def _overtaken(cursor: int, sequence: int) -> dict:

@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from maya_server.http.drain import drain, stream_frames
+from maya_server.http.drain import stream_frames
+from maya_server.pipeline.drain import drain
 
 
 def source(log: list, count: int = 3, *, cleanup_s: float = 0.0):
