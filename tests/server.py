@@ -67,7 +67,7 @@ class RunningServer:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)
 
     def stop(self) -> None:
-        self._server.should_exit = True
+        self._server.request_exit()
         self._thread.join(timeout=20)
 
 

@@ -21,7 +21,6 @@ engine gives its own count), a stream left early is `cancelled`, an
 
 from __future__ import annotations
 
-import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
 from typing import AsyncIterator, Literal, Sequence, Union
@@ -89,7 +88,7 @@ class GenerationStats:
 
 @dataclass
 class Generation:
-    """One sequence: its prompt, its settings, a thread-safe cancel signal and its counts."""
+    """One sequence: its prompt, its settings, a cancel flag and its counts."""
 
     prompt_ids: list[int]
     params: SamplingParams
@@ -99,14 +98,12 @@ class Generation:
     images: tuple[bytes, ...] = ()
     """Images (PNG, scaled and re-encoded by Maya) for an engine that `accepts_images`; image `i` goes before `prompt_ids[image_positions[i]]`."""
     image_positions: tuple[int, ...] = ()
-    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    cancelled: bool = field(default=False, init=False, repr=False)
+    """Set by `cancel`, from any thread (a plain attribute: engines read it at every token, and nothing waits
+    on it, so an Event's lock would buy nothing)."""
 
     def cancel(self) -> None:
-        self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
+        self.cancelled = True
 
 
 def reusable_prefix_length(previous: Sequence[int], prompt: Sequence[int]) -> int:

@@ -139,10 +139,16 @@ class EventStream:
         return bytes(body[:limit])
 
     async def batches(self) -> AsyncIterator[list[tuple[bytes, bytes]]]:
-        """The `data:` / `error:` fields of the event stream, the complete ones of each read together."""
+        """The `data:` / `error:` fields of the event stream, the complete ones of each read together.
+
+        It awaits the connection's future itself, with no coroutine of ours in between: every frame between the
+        wait and the client's write is left and entered again for each event, so the chain is kept short."""
         while True:
-            piece = await self._read()
+            piece = self._next_piece()
             if piece is None:
+                await self._connection.arrival()
+                continue
+            if not piece:
                 return
             fields = self._lines.feed(piece)
             if fields:
@@ -162,21 +168,30 @@ class EventStream:
         self._connection.abort()
 
     async def _read(self) -> bytes | None:
-        """The next piece of the body, de-framed; None at its end. A body cut short is an `UpstreamError`."""
+        """The next piece of the body, de-framed; None at its end."""
+        while (piece := self._next_piece()) is None:
+            await self._connection.arrival()
+        return piece or None
+
+    def _next_piece(self) -> bytes | None:
+        """The next piece of the body already received, de-framed; b"" at the body's end; None while nothing
+        waits to be read. A body cut short is an `UpstreamError`."""
         assert self._body is not None, "read_head first"
         while not self._body.done:
             try:
-                raw = await self._connection.receive()
+                raw = self._connection.take()
             except OSError:
                 raise UpstreamError("the upstream engine broke off the generation (connection lost)") from None
+            if raw is None:
+                return None
             if not raw:
                 if self._body.until_close:
-                    return None
+                    return b""
                 raise UpstreamError("the upstream engine broke off the generation (connection closed)")
             piece = self._body.feed(raw)
             if piece:
                 return piece
-        return None
+        return b""
 
 
 class _Connection(asyncio.Protocol):
@@ -253,15 +268,13 @@ class _Connection(asyncio.Protocol):
     async def receive(self) -> bytes:
         """Everything that arrived since the last call (waiting for something); b"" once the peer has finished.
         A connection that broke is an `OSError`; silence past the read timeout is `UpstreamUnavailable`."""
-        if not self._pieces and not self._ended:
-            self._waiter = self._loop.create_future()
-            self._wait_began = self._loop.time()
-            if self._timer is None:
-                self._timer = self._loop.call_at(self._wait_began + self._read_timeout, self._check_silence)
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
+        while (data := self.take()) is None:
+            await self.arrival()
+        return data
+
+    def take(self) -> bytes | None:
+        """Everything that arrived since the last call; b"" once the peer has finished; None while nothing has.
+        A connection that broke is an `OSError`."""
         if self._pieces:
             data = self._pieces[0] if len(self._pieces) == 1 else b"".join(self._pieces)
             self._pieces.clear()
@@ -269,9 +282,20 @@ class _Connection(asyncio.Protocol):
             if was_over:
                 self._update_reading()
             return data
+        if not self._ended:
+            return None
         if self._failure is not None:
             raise self._failure
         return b""
+
+    def arrival(self) -> asyncio.Future:
+        """A future done once something arrives (data, the end, a failure), or failed with `UpstreamUnavailable`
+        after `read_timeout` of silence. The caller awaits it directly: no coroutine frame per wait."""
+        self._waiter = waiter = self._loop.create_future()
+        self._wait_began = self._loop.time()
+        if self._timer is None:
+            self._timer = self._loop.call_at(self._wait_began + self._read_timeout, self._check_silence)
+        return waiter
 
     def unread(self, data: bytes) -> None:
         """Put back what was read past the end of the head."""

@@ -190,6 +190,7 @@ class UpstreamEngine(Engine):
         native = self.info.kind == "llama-server"  # its own endpoint: no `[DONE]`, its final chunk ends the stream
         slot = self._take_slot(generation)
         generated: list[int] = []
+        pieces = 0  # tokens yielded (`together` makes one of a read's)
         if native:
             path, parse = NATIVE_PATH, parse_native_event
             # images are base64 in the body (tens of MB at most): encoded off the event loop
@@ -228,7 +229,10 @@ class UpstreamEngine(Engine):
                     if stream.ended_by_us or generation.cancelled or (native and chunk.finish_reason is not None):
                         finished = True
                         break
-                yield stream.counts()
+                pieces += bool(tokens)
+                news = stream.counts_news(pieces)
+                if news is not None:
+                    yield news
                 if tokens:
                     yield together(tokens)
                 if finished or generation.cancelled:

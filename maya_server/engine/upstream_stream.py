@@ -19,7 +19,7 @@ the real count. (A control token's text is empty there, so it is never mistaken 
 
 The counts are the engine's own (`counts()`, for `Engine.generate`): the ids
 taken, not the pieces yielded (a character held back at the end comes as one
-more piece of the last id).
+more piece of the last id). `counts_news` says when `generate` must be told.
 
 After we end the turn, a couple more events are read for the upstream's own
 finish and usage; if the upstream goes on generating, `ended_by_us` tells the
@@ -62,6 +62,8 @@ class TokenStream:
         self._last_id = UNKNOWN_ID
         self._events_after_stop = 0
         self.text_only = False
+        self._counts_given = False
+        self._cached_given: int | None = None
 
     @property
     def finish_reason(self) -> str | None:
@@ -95,6 +97,24 @@ class TokenStream:
     def counts(self) -> Counts:
         """The counts so far: ids taken (text chunks until `finish` gives the upstream's count), cached prompt."""
         return Counts(cached_tokens=self.cached_tokens, generated_tokens=self.generated_tokens)
+
+    def counts_news(self, pieces: int) -> Counts | None:
+        """The counts `Engine.generate` must learn now that `pieces` tokens have gone down the stream; None when it
+        knows them already.
+
+        `generate` counts each piece as one token until it is given the engine's own count. While every id came
+        as a piece of its own (one token per event, the slow engine's case) that is the same count, and the news
+        is only a new cached count: no `Counts` a token, one step less down the pipeline for each. Once several
+        ids went as one piece (`together`), or an id as none, `generate` holds the engine's count from then on,
+        and it is kept current at every step."""
+        if self._counts_given or self.generated_tokens != pieces:
+            self._counts_given = True
+            self._cached_given = self.cached_tokens
+            return self.counts()
+        if self.cached_tokens != self._cached_given:
+            self._cached_given = self.cached_tokens
+            return Counts(cached_tokens=self.cached_tokens)
+        return None
 
     def finish(self) -> EngineFinishReason:
         """The finish reason once the stream is over; an upstream that stopped without one broke off."""

@@ -101,3 +101,39 @@ def test_a_stream_slower_than_the_wait_is_read_at_once(tokenizer, monkeypatch):
     asyncio.run(relay(events(ids), 0.005, 0.02, tokenizer, streams=2))
     assert len(waits) >= 4 and set(waits) == {0.02}
     assert slow < len(waits) / 2, (slow, len(waits))
+
+
+def test_the_count_holds_when_reads_go_from_one_token_to_several_and_when_cancelled(tokenizer):
+    """One token a read needs no counts down the stream (`TokenStream.counts_news`); a read of several switches to
+    the engine's own count, which must then stay exact to the end, and a cancelled generation counts the ids taken."""
+    ids = tokenizer.encode(TEXT, special=False)
+    token_events = events(ids)
+    pieces = [*token_events[:3], b"".join(token_events[3:8]), *token_events[8:]]
+    ((tokens, count),) = asyncio.run(relay(pieces, 0.02, 0.0, tokenizer))
+    assert "".join(t.text for t in tokens) == TEXT and count == len(ids)
+
+    async def cancelled_after(n: int) -> tuple[int, int]:
+        async def answer(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+            for event in token_events[:-1]:
+                writer.write(event)
+                await writer.drain()
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(30)
+
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        async with server:
+            url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+            engine = UpstreamEngine(url, tokenizer, UpstreamInfo("vllm", "m", None, 4096), slots=4, context_size=4096)
+            generation = Generation([1, 2, 3], SamplingParams(max_tokens=500))
+            pieces: list[str] = []
+            async for token in engine.generate(generation):
+                if isinstance(token, GeneratedToken):
+                    pieces.append(token.text)
+                    if len(pieces) == n:
+                        generation.cancel()
+            return "".join(pieces), generation.stats.generated_tokens
+
+    text, counted = asyncio.run(cancelled_after(5))
+    assert counted >= 5 and tokenizer.decode(ids[:counted]) == text  # the ids taken, however the reads fell

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from maya_server.config import default_model_path
+from maya_server.engine.base import Counts
 from maya_server.engine.detokenizer import MAX_PENDING, IncrementalDetokenizer
 from maya_server.engine.upstream_stream import GRACE_EVENTS, UNKNOWN_ID, TokenStream
 from maya_server.engine.upstream_wire import UpstreamChunk
@@ -83,6 +84,36 @@ def test_text_only_chunks_are_cut_at_a_stop_text_and_counted_by_usage(tokenizer)
     stream.feed(UpstreamChunk(completion_tokens=9))
     assert stream.generated_tokens == 2  # one per chunk while streaming...
     assert stream.finish() == "stop" and stream.generated_tokens == 9  # ...then the upstream's own count
+
+
+def test_counts_are_news_only_once_the_pieces_no_longer_count_the_ids(tokenizer):
+    stream = _stream(tokenizer)
+    pieces = 0
+    for token_id in (100, 101):
+        pieces += len(stream.feed(UpstreamChunk(token_ids=(token_id,))))
+        assert stream.counts_news(pieces) is None  # a piece per id: generate's own count is the engine's
+    stream.feed(UpstreamChunk(cached_tokens=7))
+    assert stream.counts_news(pieces) == Counts(cached_tokens=7)  # a new cached count, nothing else
+    assert stream.counts_news(pieces) is None
+    assert len(stream.feed(UpstreamChunk(token_ids=(102, 103, 104)))) == 3
+    pieces += 1  # relayed `together`: one piece for three ids
+    assert stream.counts_news(pieces) == Counts(cached_tokens=7, generated_tokens=5)
+    pieces += len(stream.feed(UpstreamChunk(token_ids=(105,))))
+    assert stream.counts_news(pieces) == Counts(cached_tokens=7, generated_tokens=6)  # kept current from then on
+
+
+def test_ids_never_relayed_are_not_counted_and_a_text_streams_count_is_news_at_its_end(tokenizer):
+    stream = _stream(tokenizer)
+    assert stream.feed(UpstreamChunk(token_ids=(IM_END,))) == []  # a stop id: taken, never yielded
+    assert stream.counts_news(0) is None  # a stop id is not counted either
+    stream = _stream(tokenizer, max_tokens=1)
+    assert len(stream.feed(UpstreamChunk(token_ids=(100, 101)))) == 1
+    assert stream.counts_news(1) is None  # max_tokens took one id, and one piece went
+    text_only = _stream(tokenizer)
+    text_only.feed(UpstreamChunk(text="Pa"))
+    text_only.feed(UpstreamChunk(completion_tokens=9, finish_reason="stop"))
+    text_only.finish()
+    assert text_only.counts_news(1) == Counts(generated_tokens=9)  # the upstream's own count, at the end
 
 
 def test_a_stream_that_ends_without_a_finish_is_an_upstream_failure(tokenizer):
