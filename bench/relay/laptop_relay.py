@@ -12,7 +12,7 @@ keeps N streamed requests going for `--seconds` per API. Reported per API:
 
 - tok/s: completion tokens of the finished requests ÷ the client's wall time;
 - tok/event: tokens per SSE event Maya sent (1 here: the child makes one at a time);
-- Maya µs/tok: utime + stime of the Maya process alone (`/proc/PID/stat`, all its threads, not the child);
+- Maya µs/tok: the CPU time of the Maya process alone (all its threads, not the child; `relay_bench.cpu_seconds`);
 - engine µs/tok: the same for the llama-server child, for scale (it does the real work);
 - Maya share: Maya's CPU ÷ (Maya's + the child's).
 

@@ -13,9 +13,9 @@ false`) at 1, 16 and 64 concurrent streams. Reported per row:
 - tok/event: tokens per SSE event Maya sent; 1 means an event per token, more means Maya coalesced
   tokens that arrived together (unthrottled, or when it falls behind): a cheaper regime than a GPU
   engine's steady per-token stream, which --rate gives;
-- Maya µs/tok: utime+stime of the Maya process (/proc/PID/stat; with
-  --processes N, of all N) over the window ÷ tokens relayed; Maya cores: the
-  same CPU ÷ wall;
+- Maya µs/tok: the CPU time of the Maya process's threads (their
+  /proc/PID/task/TID/schedstat; with --processes N, of all N) over the window
+  ÷ tokens relayed; Maya cores: the same CPU ÷ wall;
 - cores to keep up: Maya µs/tok × direct tok/s, the CPU Maya would need to
   relay everything the engine produces;
 - replay µs/tok, client µs/tok: the replay's and the load client's own CPU per token.
@@ -63,7 +63,6 @@ from maya_server.model.hf_tokenizer import HfTokenizer  # noqa: E402
 from tests.gguf_model_dir import write_model_dir  # noqa: E402
 
 CLIENT = HERE / "load_client.py"
-TICK = os.sysconf("SC_CLK_TCK")
 APIS = {  # path, count key in the final usage
     "chat": ("/v1/chat/completions", "completion_tokens"),
     "responses": ("/v1/responses", "output_tokens"),
@@ -87,9 +86,18 @@ class Row:
 
 
 def cpu_seconds(pid: int) -> float:
-    """utime + stime of one process (all its threads), from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+    """The CPU time one process's threads have run, from each `/proc/PID/task/TID/schedstat` (the scheduler's own
+    nanosecond count). utime + stime in `/proc/PID/stat` is the same quantity sampled: the process is charged a
+    whole 4 ms tick when it happens to run as one fires, so a relay that wakes for a few hundred µs per token
+    gets a few dozen samples in a run, and figures that wander by 20% between runs. (A thread that has exited
+    is no longer counted; Maya's, the replay's and the client's live as long as the process.)"""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass  # the thread ended meanwhile
+    return total / 1e9
 
 
 def maya_command(maya_src: Path | None, maya_args: list[str]) -> list[str] | None:
