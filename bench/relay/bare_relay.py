@@ -68,13 +68,14 @@ class Upstream(asyncio.Protocol):
                 if not line.startswith(b"data: "):
                     continue
                 event = orjson.loads(line[6:])
-                self.tokens += 1
-                delta = {"choices": [{"index": 0, "delta": {"content": event["content"]}}]}
-                out.append(chunk(b"data: " + orjson.dumps(delta) + b"\n\n"))
-                if event.get("stop"):
+                if event.get("stop"):  # the final event: no token, the usage
                     usage = orjson.dumps({"usage": {"completion_tokens": self.tokens}})
                     out.append(chunk(b"data: " + usage + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
                     self.transport.close()  # type: ignore[attr-defined]
+                    continue
+                self.tokens += 1
+                delta = {"choices": [{"index": 0, "delta": {"content": event["content"]}}]}
+                out.append(chunk(b"data: " + orjson.dumps(delta) + b"\n\n"))
         if out:
             self.client.write(b"".join(out))
 

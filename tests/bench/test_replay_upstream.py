@@ -193,3 +193,30 @@ def test_the_replay_answers_the_start_up_probe_like_each_engine(replays):
         assert info.model == MODEL_ALIAS and info.context_size == 32768
         body = orjson.dumps({"prompt": [1, 2], "max_tokens": 1})
         assert httpx.post(replay.url + "/v1/unknown", content=body).status_code == 404
+
+
+def test_the_bare_relay_streams_every_replayed_token_as_a_chunk():
+    """`bare_relay.py`, the floor `floor_bench.py` measures Maya against, does the work it is said to do: each
+    upstream event parsed and written as one chunk of the token's text, then the usage the load client counts."""
+    import json
+    from pathlib import Path
+
+    from bench.relay.floor_bench import start_bare
+
+    meta = json.loads((Path(__file__).resolve().parents[2] / "bench" / "relay" / "recordings" / "meta.json").read_text())
+    tokens = 12
+    with ReplayUpstream("llama-server") as replay:
+        relay, url = start_bare(replay.port, tokens)
+        try:
+            with httpx.Client(timeout=30) as http:
+                for _ in range(2):  # the connection is kept alive between answers
+                    answer = http.post(url + "/v1/chat/completions", json={"stream": True})
+                    events = [line[6:] for line in answer.text.split("\n") if line.startswith("data: ")]
+                    assert events[-1] == "[DONE]"
+                    usage = orjson.loads(events[-2])["usage"]
+                    texts = [orjson.loads(event)["choices"][0]["delta"]["content"] for event in events[:-2]]
+                    assert usage["completion_tokens"] == len(texts) == tokens
+                    assert meta["text"].startswith("".join(texts))
+        finally:
+            relay.terminate()
+            relay.wait(timeout=10)
