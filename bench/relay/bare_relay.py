@@ -23,7 +23,7 @@ from pathlib import Path
 import orjson
 import uvloop
 
-HERE = Path(__file__).resolve().parent
+RECORDINGS = Path(__file__).resolve().parent / "recordings"  # replay.py's own; this script runs without the repo on its path
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 
 
@@ -32,7 +32,7 @@ def chunk(payload: bytes) -> bytes:
 
 
 def upstream_request(max_tokens: int) -> bytes:
-    meta = json.loads((HERE / "recordings" / "meta.json").read_text())
+    meta = json.loads((RECORDINGS / "meta.json").read_text())
     body = orjson.dumps({"prompt": meta["prompt_ids"], "n_predict": max_tokens, "stream": True,
                          "cache_prompt": True})
     return (b"POST /completion HTTP/1.1\r\nHost: upstream\r\nContent-Type: application/json\r\n"

@@ -41,7 +41,7 @@ for path in (str(ROOT), str(ROOT / "bench")):
 
 from maya_process import start_maya  # noqa: E402
 
-from bench.relay.relay_bench import cpu_seconds, maya_command, run_client  # noqa: E402
+from bench.relay.relay_bench import bodies, cpu_seconds, maya_command, run_client  # noqa: E402
 from bench.relay.replay import ReplayUpstream  # noqa: E402
 from maya_server.config import default_model_path  # noqa: E402
 from tests.gguf_model_dir import write_model_dir  # noqa: E402
@@ -81,9 +81,7 @@ def main() -> None:
     args.add_argument("--maya-src", type=Path, help="run Maya from this directory's maya_server package")
     opts = args.parse_args()
     meta = json.loads((HERE / "recordings" / "meta.json").read_text())
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": meta["prompt_text"]}],
-                       "max_tokens": opts.tokens, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
+    body = bodies(meta, opts.tokens, "llama-server", set())["chat"]
     print(f"{os.cpu_count()} CPUs, replay at {opts.rate:g} tok/s per stream, {opts.streams} streams, "
           f"{opts.seconds:g} s each, load average {os.getloadavg()[0]:.2f}", flush=True)
     print(f"{'busy':>4s} {'relay':6s}{'tok/s':>8s}{'tok/event':>10s}{'CPU µs/tok':>11s}{'÷ bare':>8s}", flush=True)

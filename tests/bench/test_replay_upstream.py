@@ -18,7 +18,8 @@ import orjson
 import pytest
 
 from bench.relay.record import MODEL_ALIAS, PROMPT, prompt_ids, record
-from bench.relay.replay import FORMATS, ReplayUpstream, build_script
+from bench.relay.floor_bench import start_bare
+from bench.relay.replay import FORMATS, RECORDINGS, ReplayUpstream, build_script
 from maya_server.config import ServerConfig, default_model_path
 from maya_server.engine.base import SamplingParams
 from maya_server.engine.upstream_wire import (
@@ -198,12 +199,7 @@ def test_the_replay_answers_the_start_up_probe_like_each_engine(replays):
 def test_the_bare_relay_streams_every_replayed_token_as_a_chunk():
     """`bare_relay.py`, the floor `floor_bench.py` measures Maya against, does the work it is said to do: each
     upstream event parsed and written as one chunk of the token's text, then the usage the load client counts."""
-    import json
-    from pathlib import Path
-
-    from bench.relay.floor_bench import start_bare
-
-    meta = json.loads((Path(__file__).resolve().parents[2] / "bench" / "relay" / "recordings" / "meta.json").read_text())
+    meta = orjson.loads((RECORDINGS / "meta.json").read_bytes())
     tokens = 12
     with ReplayUpstream("llama-server") as replay:
         relay, url = start_bare(replay.port, tokens)
