@@ -23,6 +23,7 @@ from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .pipeline.generation import GenerationService
+from .pipeline.spellings import SpellingMemory, SpellingMemoryCollector
 from .images.encoder import bound_for, read_projector
 from .images.limits import ImageLimits
 from .images.loader import ImageLoader
@@ -79,7 +80,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     images = ImageLoader(image_limits(config), metrics)
     metrics.image_memory_bytes.set_function(lambda: images.memory.in_use)
     metrics.image_memory_limit_bytes.set(images.memory.limit)
-    service = GenerationService(engine, get_family(config.family), queue, metrics, images)
+    spellings = SpellingMemory(config.spelling_memory_mib << 20) if config.spelling_memory_mib else None
+    if spellings is not None:
+        metrics.registry.register(SpellingMemoryCollector(spellings))
+    service = GenerationService(engine, get_family(config.family), queue, metrics, images, spellings)
     hub = McpHub(config.mcp_servers, mcp_settings(config))
     metrics.registry.register(McpCollector(hub))
 

@@ -46,6 +46,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
     p.add_argument("--max-queue", dest="max_queue",
                    help=f"requests allowed to wait for the engine (default {_default('max_queue')})")
+    p.add_argument("--spelling-memory-mib", dest="spelling_memory_mib", metavar="MIB",
+                   help="ids the model generated for recent turns, to spell them as the engine's cache holds them "
+                        f"when they come back as history (default {_default('spelling_memory_mib')}; 0: off)")
     p.add_argument("--max-body-bytes", dest="max_body_bytes",
                    help=f"largest request body (default {_default('max_body_bytes')}, 32 MiB)")
     p.add_argument("--max-json-depth", dest="max_json_depth",

@@ -60,6 +60,9 @@ class ServerConfig:
     script: str | None = None
     script_delay: float = 0.0
     max_queue: int = 64
+    spelling_memory_mib: int = 16
+    """The ids the model generated for recent turns (`pipeline/spellings.py`), so a turn sent back as history is
+    spelled as the engine's cache holds it (0: off)."""
     max_body_bytes: int = 32 * 1024 * 1024
     """A request body larger than this is a 413, refused before the rest is read."""
     max_json_depth: int = MAX_JSON_DEPTH
@@ -288,6 +291,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "script": _text,
     "script_delay": _non_negative_float,
     "max_queue": _positive_int,
+    "spelling_memory_mib": _non_negative_int,
     "max_body_bytes": _positive_int,
     "max_json_depth": _positive_int,
     "allowed_hosts": _text_list,

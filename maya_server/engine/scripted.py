@@ -8,7 +8,9 @@ was asked is not kept here: the server never reads it (the tests' own
 `tests/scripted.py` records it).
 
 Script entries are strings, or objects `{"text": ..., "fail_after": N}` that
-raise an engine failure after N tokens.
+raise an engine failure after N tokens, or `{"pieces": [...]}`: the tokens as
+the model wrote them, one id each piece (a tag as its special token), which
+may split a text where the tokenizer would not (a model's sampling does).
 """
 
 from __future__ import annotations
@@ -88,22 +90,39 @@ class ScriptTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(self._pieces[i] for i in ids)
 
+    def piece_id(self, piece: str) -> int:
+        """One id for `piece` as a model would write it: a tag as its special token, other text as one piece."""
+        found = self._id(piece, _SPECIAL_PATTERN.fullmatch(piece) is not None)
+        return found if found is not None else 0
+
 
 @dataclass(frozen=True)
 class ScriptEntry:
     text: str
     fail_after: int | None = None
+    pieces: tuple[str, ...] | None = None
+    """The tokens as written, when the entry spells them (their join is `text`)."""
 
     @classmethod
     def parse(cls, raw: object) -> "ScriptEntry":
         if isinstance(raw, str):
             return cls(raw)
+        if isinstance(raw, dict) and isinstance(raw.get("pieces"), list) and raw["pieces"] \
+                and all(isinstance(p, str) and p for p in raw["pieces"]):
+            return cls("".join(raw["pieces"]), pieces=tuple(raw["pieces"]))
         if isinstance(raw, dict) and isinstance(raw.get("text"), str):
             fail_after = raw.get("fail_after")
             if fail_after is not None and (not isinstance(fail_after, int) or fail_after < 0):
                 raise ValueError("fail_after must be a nonnegative integer")
             return cls(raw["text"], fail_after)
-        raise ValueError("script entries must be strings or {\"text\": ..., \"fail_after\": N} objects")
+        raise ValueError("script entries must be strings, {\"text\": ..., \"fail_after\": N} or "
+                         "{\"pieces\": [non-empty strings]} objects")
+
+    def ids(self, tokenizer: "ScriptTokenizer") -> list[int]:
+        """The entry's generated ids: the tokenizer's, or one id a piece as the entry spells them."""
+        if self.pieces is None:
+            return tokenizer.encode(self.text, special=True)
+        return [tokenizer.piece_id(piece) for piece in self.pieces]
 
 
 class ScriptedEngine(Engine):
@@ -119,7 +138,7 @@ class ScriptedEngine(Engine):
         self.slots = slots
         self.tokenizer = ScriptTokenizer()
         for entry in self.entries:  # the script's own pieces come first, so a full vocabulary never garbles it
-            self.tokenizer.encode(entry.text, special=True)
+            entry.ids(self.tokenizer)
         self._last_ids: list[int] = []
 
     @classmethod
@@ -137,7 +156,7 @@ class ScriptedEngine(Engine):
         cached = reusable_prefix_length(self._last_ids, generation.prompt_ids)
         self._last_ids = list(generation.prompt_ids)
         yield Counts(prompt_tokens=len(generation.prompt_ids), cached_tokens=cached)
-        for generated, token_id in enumerate(self.tokenizer.encode(entry.text, special=True)):
+        for generated, token_id in enumerate(entry.ids(self.tokenizer)):
             if generation.cancelled:
                 return
             if entry.fail_after is not None and generated >= entry.fail_after:

@@ -100,7 +100,8 @@ class ChatmlFamily:
         if isinstance(turn, ToolResult):
             _write_result(builder, turns, index)
         elif turn.role == "assistant":
-            _write_assistant(builder, turn, index > last_query, index == len(turns) - 1)
+            with builder.assistant(turn):
+                _write_assistant(builder, turn, index > last_query, index == len(turns) - 1)
         else:
             role = "user" if is_user(turn) else "system"
             VOCABULARY.write(builder, f"<|im_start|>{role}\n")

@@ -115,7 +115,8 @@ class DeepSeekV4Family:
                 _write_system(builder, turn, conversation if index == 0 else None)
             else:
                 show = thinking and (keep_reasoning or index > last_user)
-                _write_assistant(builder, turn, show)
+                with builder.assistant(turn):
+                    _write_assistant(builder, turn, show)
         return builder.build()
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:

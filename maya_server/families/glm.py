@@ -129,7 +129,8 @@ class GlmFamily:
             builder.control("<|system|>" if is_system(turn) else "<|user|>")
             self._write_parts(builder, turn.content)
         else:
-            self._write_assistant(builder, turn, index > last_user, thinking)
+            with builder.assistant(turn):
+                self._write_assistant(builder, turn, index > last_user, thinking)
 
     def _write_assistant(self, builder: PromptBuilder, message: Message, current: bool, thinking: bool) -> None:
         builder.control("<|assistant|>")

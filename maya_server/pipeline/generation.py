@@ -18,10 +18,11 @@ early (client gone) cancels the engine and releases the admission.
 from __future__ import annotations
 
 import asyncio
-
 import time
 import uuid
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, field
+from functools import partial
 from typing import AsyncIterator
 
 from ..neutral.conversation import Conversation, image_parts
@@ -31,8 +32,12 @@ from ..engine.fifo import Admission, EngineQueue
 from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
 from ..images.limits import ImageLimits
 from ..images.loader import ImageLoader
-from ..neutral.events import Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, Usage
+from ..neutral.events import (
+    Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted, Usage,
+)
 from ..metrics import Metrics
+from ..model.spelling import respelled
+from .spellings import SpellingMemory, turn_key
 from .stop_strings import StopStringMatcher
 from .tool_policy import ToolPolicy
 
@@ -69,12 +74,14 @@ class GenerationService:
     """Runs conversations through one family and one engine behind one FIFO."""
 
     def __init__(self, engine: Engine, family: Family, queue: EngineQueue, metrics: Metrics,
-                 images: ImageLoader | None = None) -> None:
+                 images: ImageLoader | None = None, spellings: SpellingMemory | None = None) -> None:
         self.engine = engine
         self.family = family
         self.queue = queue
         self.metrics = metrics
         self.images = images or ImageLoader(ImageLimits(), metrics)
+        self.spellings = spellings
+        """The ids of recent generations, to spell their turns with when they come back (None: off)."""
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
         )
@@ -112,8 +119,11 @@ class GenerationService:
     ) -> PreparedGeneration:
         """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call.
         Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context."""
+        tokenizer = self.engine.tokenizer
         prompt = self.family.render(conversation)
-        prompt_ids, positions = prompt.tokenize(self.engine.tokenizer)
+        if self.spellings is not None:
+            prompt = respelled(prompt, tokenizer, partial(self.spellings.recall, tokenizer))
+        prompt_ids, positions = prompt.tokenize(tokenizer)
         images = tuple(p.data for p in image_parts(conversation))
         if len(images) != len(positions) or any(data is None for data in images):
             raise EngineError("the conversation's images were not loaded before prepare")
@@ -196,6 +206,7 @@ class GenerationService:
                 if awaiting_first:  # the first token yielded, whatever count an upstream's first chunk brought
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                     awaiting_first = False
+                state.generated_ids.append(token.id)
                 events = state.parser.feed(state.stops.feed(token.text))
                 for event in events:
                     if isinstance(event, ReasoningDelta):
@@ -208,7 +219,7 @@ class GenerationService:
                         return
                     if state.policy.over_limit:
                         break  # a call past the limit is dropped with whatever follows it
-                    yield event
+                    yield state.published(event)
                     if state.policy.done:
                         break  # the turn is over; nothing after its last call is published
                 if state.stops.matched or state.policy.done:
@@ -223,7 +234,9 @@ class GenerationService:
         if state.stops.matched or state.policy.done:
             state.ended_by_pipeline = True  # we ended the turn, not the client
         for event in self._finish(state):
-            yield event
+            if isinstance(event, Finished):
+                self._remember(state)  # before the client can send the turn back
+            yield state.published(event)
 
     def _synthesizes_progress(self, state: "_RunState") -> bool:
         return state.generation.report_progress and not self.engine.reports_prompt_progress
@@ -251,6 +264,12 @@ class GenerationService:
             events.append(Finished("stop", state.usage()))
         return events
 
+    def _remember(self, state: "_RunState") -> None:
+        """Keep the ids of a finished turn under what it published, for when it comes back as history."""
+        if self.spellings is not None and state.generated_ids and min(state.generated_ids) >= 0:  # < 0: text only
+            calls = [tuple(call) for call in state.calls.values()]
+            self.spellings.remember(self.engine.tokenizer, turn_key("".join(state.text), calls), state.generated_ids)
+
     def _count(self, state: "_RunState") -> None:
         stats = state.generation.stats
         self.metrics.prompt_tokens.inc(stats.prompt_tokens)
@@ -266,9 +285,25 @@ class _RunState:
     stops: StopStringMatcher
     policy: "ToolPolicy"
     reasoning_tokens: int = 0
+    generated_ids: array = field(default_factory=lambda: array("i"))
+    """Every id the engine generated for the turn, for `SpellingMemory` (an upstream that sends text only gives
+    each piece a negative id: such a turn is not remembered)."""
+    text: list[str] = field(default_factory=list)
+    """The text published, and the calls published (index → [name, arguments]): the turn as it comes back."""
+    calls: dict[int, list[str]] = field(default_factory=dict)
     ended_by_pipeline: bool = False
     """The pipeline ended the turn (a stop string, the tool policy) and closed the engine, whose own record
     then says `cancelled`: the turn's outcome is `stop`."""
+
+    def published(self, event: PipelineEvent) -> PipelineEvent:
+        """Note what `event` adds to the turn as published; returns it."""
+        if isinstance(event, TextDelta):
+            self.text.append(event.text)
+        elif isinstance(event, ToolCallStarted):
+            self.calls[event.index] = [event.name, ""]
+        elif isinstance(event, ToolCallFinished) and event.index in self.calls:
+            self.calls[event.index][1] = event.arguments
+        return event
 
     @property
     def finish_reason(self) -> str:
