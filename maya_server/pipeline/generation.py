@@ -120,11 +120,11 @@ class GenerationService:
         """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call.
         Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context."""
         tokenizer = self.engine.tokenizer
+        images = tuple(p.data for p in image_parts(conversation))
         prompt = self.family.render(conversation)
-        if self.spellings is not None:
+        if self.spellings is not None and not images:  # an image prompt reaches llama-server as text: ids unused
             prompt = respelled(prompt, tokenizer, partial(self.spellings.recall, tokenizer))
         prompt_ids, positions = prompt.tokenize(tokenizer)
-        images = tuple(p.data for p in image_parts(conversation))
         if len(images) != len(positions) or any(data is None for data in images):
             raise EngineError("the conversation's images were not loaded before prepare")
         if images and prompt.plain_text_spells_control(self.engine.tokenizer):

@@ -14,7 +14,7 @@ from maya_server.engine.fifo import EngineQueue
 from maya_server.engine.scripted import ScriptTokenizer
 from maya_server.families import get_family
 from maya_server.metrics import Metrics
-from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
+from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart, ToolCall, ToolResult, ToolSpec
 from maya_server.neutral.events import Finished, ToolCallStarted
 from maya_server.pipeline.generation import GenerationService, GenerationSettings
 from maya_server.pipeline.spellings import SpellingMemory, SpellingMemoryCollector, turn_key
@@ -152,3 +152,25 @@ def test_a_turn_whose_ids_never_came_is_not_kept():
     events = run(service, chat(user("hi")))
 
     assert isinstance(events[-1], Finished) and len(memory) == 0
+
+
+def test_a_conversation_with_images_is_tokenized_as_before():
+    """An image prompt reaches llama-server as text, which it tokenizes again: ids are not spliced, and a
+    generated call's control tokens are never mistaken for the client's text spelling them (a 400 there)."""
+    memory = SpellingMemory(1 << 20)
+    service = service_with(["Sunny."], memory)
+    tokenizer = service.engine.tokenizer
+    arguments = '{"city": "Paris"}'
+    pieces = ["<tool_call>", "\n", '{"name": "get_weather", "arguments": ', arguments, "}", "\n", "</tool_call>"]
+    memory.remember(tokenizer, turn_key("", [("get_weather", arguments)]), array("i", generated_ids(service.engine, pieces)))
+    picture = ImagePart("data:image/png;base64,AAAA", data=b"\x89PNG")
+    history = chat(Message("user", (TextPart("weather here?"), picture)),
+                   Message("assistant", (), None, (ToolCall("call_1", "get_weather", arguments),)),
+                   ToolResult("call_1", (TextPart("sunny"),)))
+
+    prepared = service.prepare(history, GenerationSettings())
+
+    assert prepared.prompt_ids == get_family("chatml").render(history).token_ids(tokenizer)
+    assert len(prepared.images) == 1
+    without_image = chat(user("weather here?"), *history.turns[1:])
+    assert contains(service.prepare(without_image, GenerationSettings()).prompt_ids, generated_ids(service.engine, pieces))
