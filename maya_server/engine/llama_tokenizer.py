@@ -25,66 +25,27 @@ asks llama-server only for what is new.
 from __future__ import annotations
 
 import sys
-import threading
 from array import array
-from collections import OrderedDict
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import httpx
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from ..errors import UpstreamError, UpstreamUnavailable
 from ..model.gguf_vocabulary import GgufVocabulary
+from ..util.ids_cache import IdsCache, IdsCacheCollector
 
-ENTRY_OVERHEAD = 200
-"""Bytes an entry costs beyond its text and ids: the dict slot, the LRU links and the key tuple."""
-
-
-class TokenCache:
-    """Text runs' token ids, least recently used dropped first once `limit_bytes` is reached; thread-safe
-    (prompts are prepared in worker threads). A run larger than the whole limit is not kept."""
+class TokenCache(IdsCache[tuple[str, bool]]):
+    """Text runs' token ids by (text, special), in `IdsCache`'s bounds."""
 
     def __init__(self, limit_bytes: int) -> None:
-        self.limit_bytes = limit_bytes
-        self.size_bytes = 0
-        self.hits = 0
-        self.misses = 0
-        self.evictions = 0
-        self._entries: OrderedDict[tuple[str, bool], array] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
+        super().__init__(limit_bytes, key_bytes=lambda key: sys.getsizeof(key[0]))
 
     def get(self, text: str, special: bool) -> list[int] | None:
-        with self._lock:
-            ids = self._entries.get((text, special))
-            if ids is None:
-                self.misses += 1
-                return None
-            self._entries.move_to_end((text, special))
-            self.hits += 1
-            return ids.tolist()
+        ids = self.lookup((text, special))
+        return ids.tolist() if ids is not None else None
 
     def put(self, text: str, special: bool, ids: Sequence[int]) -> None:
-        stored = array("i", ids)
-        cost = _cost(text, stored)
-        if cost > self.limit_bytes:
-            return
-        with self._lock:
-            old = self._entries.pop((text, special), None)
-            if old is not None:
-                self.size_bytes -= _cost(text, old)
-            while self._entries and self.size_bytes + cost > self.limit_bytes:
-                (old_text, _), old_ids = self._entries.popitem(last=False)
-                self.size_bytes -= _cost(old_text, old_ids)
-                self.evictions += 1
-            self._entries[(text, special)] = stored
-            self.size_bytes += cost
-
-
-def _cost(text: str, ids: array) -> int:
-    return sys.getsizeof(text) + sys.getsizeof(ids) + ENTRY_OVERHEAD
+        self.keep((text, special), array("i", ids))
 
 
 class LlamaServerTokenizer:
@@ -139,20 +100,8 @@ class LlamaServerTokenizer:
         self._client.close()
 
 
-class TokenCacheCollector:
+class TokenCacheCollector(IdsCacheCollector):
     """`maya:tokenize_cache_*`: the cache's size against its limit, its hits, misses and evictions."""
 
     def __init__(self, cache: TokenCache) -> None:
-        self._cache = cache
-
-    def collect(self) -> Iterator[Metric]:
-        cache = self._cache
-        yield GaugeMetricFamily("maya:tokenize_cache_bytes", "Bytes the prompt token cache holds", value=cache.size_bytes)
-        yield GaugeMetricFamily("maya:tokenize_cache_limit_bytes", "The prompt token cache's limit (tokenize_cache_mib)",
-                                value=cache.limit_bytes)
-        yield GaugeMetricFamily("maya:tokenize_cache_entries", "Text runs the prompt token cache holds", value=len(cache))
-        yield CounterMetricFamily("maya:tokenize_cache_hits", "Prompt text runs found in the token cache", value=cache.hits)
-        yield CounterMetricFamily("maya:tokenize_cache_misses", "Prompt text runs llama-server had to tokenize",
-                                  value=cache.misses)
-        yield CounterMetricFamily("maya:tokenize_cache_evictions", "Runs dropped from the token cache to stay in its limit",
-                                  value=cache.evictions)
+        super().__init__(cache, "maya:tokenize_cache", "prompt text runs", "tokenize_cache_mib")
