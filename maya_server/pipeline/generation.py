@@ -2,6 +2,7 @@
 
     conversation ─► images fetched, checked, decoded                  (load_images: may raise 400)
                 ─► family.render ─► token ids ─► context check      (prepare: may raise 400)
+                   (an answer sent back as history: the ids it was generated as, spellings.py)
                 ─► a place in the engine FIFO                          (admit: may raise 429)
                 ─► engine slot ─► engine tokens ─► stop strings
                 ─► family parser ─► tool policy ─► neutral events      (run)
@@ -127,7 +128,7 @@ class GenerationService:
         prompt_ids, positions = prompt.tokenize(tokenizer)
         if len(images) != len(positions) or any(data is None for data in images):
             raise EngineError("the conversation's images were not loaded before prepare")
-        if images and prompt.plain_text_spells_control(self.engine.tokenizer):
+        if images and prompt.plain_text_spells_control(tokenizer):
             # an image prompt reaches llama-server as text, where such a spelling would become a control token
             self.metrics.image_rejections.labels("control_text").inc()
             raise InvalidRequestError(
