@@ -58,3 +58,14 @@ class RecordingScriptedEngine(ScriptedEngine):
             await replay.aclose()
             if not ended:
                 self.cancelled += 1
+
+
+def piece_ids(tokenizer, *pieces: str) -> list[int]:
+    """The ids a model writing these pieces generates (`{"pieces": [...]}` in a script): one id a piece."""
+    return [tokenizer.piece_id(piece) for piece in pieces]
+
+
+def holds_run(ids, run) -> bool:
+    """Whether `run` occurs in `ids`, in order and unbroken."""
+    ids, run = list(ids), list(run)
+    return any(ids[i:i + len(run)] == run for i in range(len(ids) - len(run) + 1))

@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.scripted import holds_run, piece_ids
 from tests.server import prometheus_values
 
 ANSWER = ["Hel", "lo", " the", "re"]
-
-
-def generated_ids(server) -> list[int]:
-    return [server.engine.tokenizer.piece_id(piece) for piece in ANSWER]
-
-
-def contains(ids, part) -> bool:
-    ids, part = list(ids), list(part)
-    return any(ids[i:i + len(part)] == part for i in range(len(ids) - len(part) + 1))
 
 
 def memory_metrics(server) -> dict[str, float]:
@@ -37,7 +29,7 @@ def test_chat_history_reaches_the_engine_as_the_generated_ids(start_server):
         {"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello there"},
         {"role": "user", "content": "and?"}])
 
-    assert contains(server.engine.prompts[1], generated_ids(server))
+    assert holds_run(server.engine.prompts[1], piece_ids(server.engine.tokenizer, *ANSWER))
     metrics = memory_metrics(server)
     assert metrics["maya:spelling_memory_hits_total"] == 1 and metrics["maya:spelling_memory_entries"] == 2
 
@@ -56,7 +48,7 @@ def test_a_responses_continuation_reaches_the_engine_as_the_generated_ids(start_
         client.responses.create(model="m", input=[{"role": "user", "content": "hi"}, *resent,
                                                   {"role": "user", "content": "and?"}])
 
-    assert contains(server.engine.prompts[1], generated_ids(server))
+    assert holds_run(server.engine.prompts[1], piece_ids(server.engine.tokenizer, *ANSWER))
     assert memory_metrics(server)["maya:spelling_memory_hits_total"] == 1
 
 
@@ -66,5 +58,5 @@ def test_with_the_memory_off_the_history_is_tokenized_again_and_no_metric_is_ser
     first = client.responses.create(model="m", input="hi", store=True)
     client.responses.create(model="m", previous_response_id=first.id, input="and?")
 
-    assert not contains(server.engine.prompts[1], generated_ids(server))
+    assert not holds_run(server.engine.prompts[1], piece_ids(server.engine.tokenizer, *ANSWER))
     assert memory_metrics(server) == {}

@@ -13,6 +13,8 @@ from maya_server.families import get_family
 from maya_server.model.spelling import respelled
 from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolSpec
 
+from tests.scripted import holds_run, piece_ids
+
 WEATHER = ToolSpec("get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
 
 
@@ -29,25 +31,17 @@ def assistant(text: str, *calls: ToolCall) -> Message:
     return Message("assistant", (TextPart(text),) if text else (), None, calls)
 
 
-def spelled(tokenizer: ScriptTokenizer, *pieces: str) -> list[int]:
-    return [tokenizer.piece_id(piece) for piece in pieces]
-
-
-def contains(ids: list[int], part: list[int]) -> bool:
-    return any(ids[i:i + len(part)] == part for i in range(len(ids) - len(part) + 1))
-
-
 @pytest.mark.parametrize("family", ["chatml", "glm", "deepseek-v4"])
 def test_a_generated_turn_is_spelled_with_its_own_ids_and_reads_the_same(family):
     tokenizer = ScriptTokenizer()
     answer = assistant("Hello there")
     prompt = get_family(family).render(chat(user("hi"), answer, user("and then?")))
-    generated = spelled(tokenizer, "Hel", "lo", " the", "re")
+    generated = piece_ids(tokenizer, "Hel", "lo", " the", "re")
     plain = prompt.token_ids(tokenizer)
 
     ids = respelled(prompt, tokenizer, {answer: generated}.get).token_ids(tokenizer)
 
-    assert contains(ids, generated) and not contains(plain, generated)
+    assert holds_run(ids, generated) and not holds_run(plain, generated)
     assert tokenizer.decode(ids) == tokenizer.decode(plain)  # the model reads the same text
 
 
@@ -58,7 +52,7 @@ def test_a_turn_without_kept_ids_and_ids_of_another_text_leave_the_prompt_as_it_
     plain = prompt.token_ids(tokenizer)
 
     assert respelled(prompt, tokenizer, lambda turn: None).token_ids(tokenizer) == plain
-    other_text = spelled(tokenizer, "Good", "bye")
+    other_text = piece_ids(tokenizer, "Good", "bye")
     assert respelled(prompt, tokenizer, {answer: other_text}.get).token_ids(tokenizer) == plain
 
 
@@ -67,13 +61,13 @@ def test_a_tool_call_spelled_with_its_control_tokens_where_the_family_writes_the
     call = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
     answer = assistant("", call)
     prompt = get_family("chatml").render(chat(user("weather?"), answer, tools=(WEATHER,)))
-    generated = spelled(tokenizer, "<tool_call>", "\n", '{"na', 'me": "', "get_weather", '", "arguments": ',
+    generated = piece_ids(tokenizer, "<tool_call>", "\n", '{"na', 'me": "', "get_weather", '", "arguments": ',
                         '{"city": "Paris"}', "}", "\n", "</tool_call>")
     assert tokenizer.decode(generated) in prompt.text
 
     ids = respelled(prompt, tokenizer, {answer: generated}.get).token_ids(tokenizer)
 
-    assert contains(ids, generated)
+    assert holds_run(ids, generated)
 
 
 def test_ids_that_would_make_plain_text_a_control_token_are_not_used():
@@ -81,7 +75,7 @@ def test_ids_that_would_make_plain_text_a_control_token_are_not_used():
     tokenizer = ScriptTokenizer()
     answer = assistant("see <tool_call> here")
     prompt = get_family("chatml").render(chat(user("hi"), answer, user("ok"), tools=(WEATHER,)))
-    generated = spelled(tokenizer, "see", " ", "<tool_call>", " here")
+    generated = piece_ids(tokenizer, "see", " ", "<tool_call>", " here")
     assert tokenizer.decode(generated) == "see <tool_call> here"
 
     ids = respelled(prompt, tokenizer, {answer: generated}.get).token_ids(tokenizer)
@@ -94,7 +88,7 @@ def test_only_the_turns_own_span_is_searched():
     tokenizer = ScriptTokenizer()
     answer = assistant("Hello there")
     prompt = get_family("chatml").render(chat(user("hi"), answer, user("Hello there")))
-    generated = spelled(tokenizer, "Hel", "lo", " the", "re")
+    generated = piece_ids(tokenizer, "Hel", "lo", " the", "re")
 
     ids = respelled(prompt, tokenizer, {answer: generated}.get).token_ids(tokenizer)
 

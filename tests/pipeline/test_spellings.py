@@ -19,7 +19,7 @@ from maya_server.neutral.events import Finished, ToolCallStarted
 from maya_server.pipeline.generation import GenerationService, GenerationSettings
 from maya_server.pipeline.spellings import SpellingMemory, SpellingMemoryCollector, turn_key
 
-from tests.scripted import RecordingScriptedEngine
+from tests.scripted import RecordingScriptedEngine, holds_run, piece_ids
 
 ANSWER = ["Hel", "lo", " the", "re"]
 WEATHER = ToolSpec("get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}}})
@@ -47,15 +47,6 @@ def run(service: GenerationService, convo: Conversation) -> list:
     return asyncio.run(go())
 
 
-def contains(ids, part) -> bool:
-    ids, part = list(ids), list(part)
-    return any(ids[i:i + len(part)] == part for i in range(len(ids) - len(part) + 1))
-
-
-def generated_ids(engine: RecordingScriptedEngine, pieces) -> list[int]:
-    return [engine.tokenizer.piece_id(piece) for piece in pieces]
-
-
 def test_the_next_turn_sends_the_answer_as_the_ids_the_engine_generated():
     service = service_with([{"pieces": ANSWER}, "Fine."], SpellingMemory(1 << 20))
     engine = service.engine
@@ -63,7 +54,7 @@ def test_the_next_turn_sends_the_answer_as_the_ids_the_engine_generated():
 
     run(service, chat(user("hi"), Message("assistant", (TextPart("Hello there"),)), user("and?")))
 
-    assert contains(engine.prompts[1], generated_ids(engine, ANSWER))
+    assert holds_run(engine.prompts[1], piece_ids(engine.tokenizer, *ANSWER))
     assert service.spellings.hits == 1
 
 
@@ -74,7 +65,7 @@ def test_without_the_memory_the_answer_is_tokenized_again():
 
     run(service, chat(user("hi"), Message("assistant", (TextPart("Hello there"),)), user("and?")))
 
-    assert not contains(engine.prompts[1], generated_ids(engine, ANSWER))
+    assert not holds_run(engine.prompts[1], piece_ids(engine.tokenizer, *ANSWER))
 
 
 def test_a_tool_call_turn_comes_back_with_its_ids():
@@ -88,7 +79,7 @@ def test_a_tool_call_turn_comes_back_with_its_ids():
                ToolResult(call_id, (TextPart("sunny"),)))
     run(service, chat(*history, tools=(WEATHER,)))
 
-    assert contains(engine.prompts[1], generated_ids(engine, pieces))
+    assert holds_run(engine.prompts[1], piece_ids(engine.tokenizer, *pieces))
 
 
 def test_stored_ids_are_never_reused_across_a_model_change():
@@ -162,7 +153,7 @@ def test_a_conversation_with_images_is_tokenized_as_before():
     tokenizer = service.engine.tokenizer
     arguments = '{"city": "Paris"}'
     pieces = ["<tool_call>", "\n", '{"name": "get_weather", "arguments": ', arguments, "}", "\n", "</tool_call>"]
-    memory.remember(tokenizer, turn_key("", [("get_weather", arguments)]), array("i", generated_ids(service.engine, pieces)))
+    memory.remember(tokenizer, turn_key("", [("get_weather", arguments)]), array("i", piece_ids(tokenizer, *pieces)))
     picture = ImagePart("data:image/png;base64,AAAA", data=b"\x89PNG")
     history = chat(Message("user", (TextPart("weather here?"), picture)),
                    Message("assistant", (), None, (ToolCall("call_1", "get_weather", arguments),)),
@@ -173,4 +164,4 @@ def test_a_conversation_with_images_is_tokenized_as_before():
     assert prepared.prompt_ids == get_family("chatml").render(history).token_ids(tokenizer)
     assert len(prepared.images) == 1
     without_image = chat(user("weather here?"), *history.turns[1:])
-    assert contains(service.prepare(without_image, GenerationSettings()).prompt_ids, generated_ids(service.engine, pieces))
+    assert holds_run(service.prepare(without_image, GenerationSettings()).prompt_ids, piece_ids(tokenizer, *pieces))
