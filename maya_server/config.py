@@ -119,6 +119,10 @@ class ServerConfig:
     """Prefix blocks (16 prompt tokens each) the affinity table remembers, least recently used dropped first."""
     replica_probe_s: float = REPLICA_PROBE_S
     """Seconds between checks of a replica taken out after a failure, until it answers again."""
+    prefill_concurrency: int | None = None
+    """Requests an engine processes prompts for at once; the others wait their turn in arrival order
+    (`engine/prefill_gate.py`). None: the engine's own default, 1 for the embedded engine (on a CPU prompts
+    processed together take as long as one after another), no limit for an upstream; 0: no limit."""
     relay_batch_ms: float = 20.0
     """While a stream's tokens flow and other streams run, its next read from the engine waits this long, so the
     tokens generated meanwhile are relayed together (one read, one pass, one write to the client); 0 reads each
@@ -326,6 +330,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "replica_routing": _choice(REPLICA_ROUTINGS),
     "replica_affinity_entries": _positive_int,
     "replica_probe_s": _positive_float,
+    "prefill_concurrency": _non_negative_int,
     "relay_batch_ms": _non_negative_float,
     "mcp_servers": parse_mcp_servers,
     "mcp_config": _text,

@@ -38,6 +38,7 @@ from typing import AsyncIterator
 from ..errors import EngineOptionError, UpstreamError, UpstreamRejected
 from .base import Counts, Engine, Generation, StreamItem
 from .defaults import AFFINITY_ENTRIES, REPLICA_PROBE_S, REPLICA_ROUTING
+from .prefill_gate import PrefillGateCollector
 from .prefix_affinity import PrefixTable, block_keys
 from .replica import Replica
 from .replica_metrics import ReplicaCollector
@@ -108,6 +109,15 @@ class ReplicaSetEngine(Engine):
         for replica in self.replicas:
             replica.engine.batch_interval = seconds
 
+    @property
+    def prefill_concurrency(self) -> int:
+        return self.replicas[0].engine.prefill_concurrency
+
+    @prefill_concurrency.setter
+    def prefill_concurrency(self, limit: int) -> None:
+        for replica in self.replicas:  # each replica processes its own prompts
+            replica.engine.prefill_concurrency = limit
+
     async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
         keys = block_keys(generation.prompt_ids) if self.router.mode == "affinity" else []
         tried: set[int] = set()
@@ -164,7 +174,7 @@ class ReplicaSetEngine(Engine):
         replica.watch(self.probe_s)
 
     def describe(self) -> dict:
-        return {**super().describe(), "routing": {"mode": self.router.mode, "affinity": self.table.describe()},
+        return {**super().describe(), "prefill_concurrency": self.prefill_concurrency, "routing": {"mode": self.router.mode, "affinity": self.table.describe()},
                 "replicas": [self._describe(i, r) for i, r in enumerate(self.replicas)]}
 
     def _describe(self, index: int, replica: Replica) -> dict:
@@ -174,7 +184,8 @@ class ReplicaSetEngine(Engine):
                 "routes": {reason.value: self.routes[(index, reason)] for reason in Reason}}
 
     def metric_collectors(self) -> list:
-        return [ReplicaCollector(self)]
+        return [ReplicaCollector(self),
+                PrefillGateCollector(lambda: {r.url: r.engine.prefill_gate for r in self.replicas})]
 
     async def close(self) -> None:
         for replica in self.replicas:

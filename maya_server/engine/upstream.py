@@ -46,6 +46,7 @@ from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
 from .defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from .event_stream import ERROR, Endpoint
+from .prefill_gate import PrefillGate, PrefillGateCollector
 from .slot_choice import SlotChooser, SlotChooserCollector
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
@@ -59,6 +60,8 @@ log = logging.getLogger("maya.engine")
 
 DEFAULT_SLOTS = 8
 """Sequences sent at once when the upstream reports no capacity (vLLM and SGLang batch far more)."""
+DEFAULT_PREFILL_CONCURRENCY = 0
+"""An upstream takes every prompt at once: GPU engines gain from prompts batched together."""
 ERROR_BODY_LIMIT = 65536
 
 
@@ -110,6 +113,7 @@ class UpstreamEngine(Engine):
         half of this after the last) and other streams run too, so the tokens in between arrive together (a lone
         stream is read at once: there is nothing to share the process with)."""
         self._streaming = 0
+        self.prefill_gate = PrefillGate(self.default_prefill_concurrency, slots)
         self.slot_chooser = SlotChooser(slots, context_size) if info.kind == "llama-server" else None
         """llama-server takes `id_slot`: each request goes to the free slot that shares most of its prompt."""
         self.accepts_images = info.kind == "llama-server" and info.vision
@@ -167,12 +171,24 @@ class UpstreamEngine(Engine):
         """llama-server sends `prompt_progress` when asked; vLLM and SGLang have no such report."""
         return self.info.kind == "llama-server"
 
+    default_prefill_concurrency = DEFAULT_PREFILL_CONCURRENCY
+
+    @property
+    def prefill_concurrency(self) -> int:
+        """Requests in prompt processing at once (0: no limit; `prefill_gate.py`)."""
+        return self.prefill_gate.limit
+
+    @prefill_concurrency.setter
+    def prefill_concurrency(self, limit: int) -> None:
+        self.prefill_gate = PrefillGate(limit, self.slots)
+
     def describe(self) -> dict:
         upstream = {"kind": self.info.kind, "model": self.info.model, **self.health.describe()}
-        return {**super().describe(), "upstream": upstream}
+        return {**super().describe(), "prefill_concurrency": self.prefill_concurrency, "upstream": upstream}
 
     def metric_collectors(self) -> list:
-        collectors: list = [UpstreamCollector(self.health, self.slots)]
+        collectors: list = [UpstreamCollector(self.health, self.slots),
+                            PrefillGateCollector(lambda: {self.health.url: self.prefill_gate})]
         if self.slot_chooser is not None:
             collectors.append(SlotChooserCollector(self.slot_chooser))
         return collectors
@@ -205,7 +221,10 @@ class UpstreamEngine(Engine):
         self._streaming += 1
         clock = asyncio.get_running_loop().time
         previous_read = float("-inf")  # the first read gathers only if it brought several tokens
+        turn = self.prefill_gate.enter()  # held while the engine processes this prompt
         try:
+            if turn is not None:
+                await turn.wait()
             answer = await self._endpoint.post(path, body, self._headers)
             if answer.status != 200:
                 raise error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
@@ -229,6 +248,9 @@ class UpstreamEngine(Engine):
                     if stream.ended_by_us or generation.cancelled or (native and chunk.finish_reason is not None):
                         finished = True
                         break
+                if turn is not None and (tokens or finished):  # the prompt is processed: the next may go
+                    turn.release()
+                    turn = None
                 pieces += bool(tokens)
                 news = stream.counts_news(pieces)
                 if news is not None:
@@ -262,6 +284,8 @@ class UpstreamEngine(Engine):
             log.error("upstream stream handling failed: %s", type(exc).__name__)
             raise UpstreamError("the upstream engine's stream could not be handled") from exc
         finally:
+            if turn is not None:
+                turn.release()
             self._streaming -= 1
             if answer is not None:
                 answer.close()

@@ -1,0 +1,80 @@
+"""At most N requests in an engine's prompt processing at once; the others wait their turn in Maya.
+
+Why: llama-server takes every prompt it is sent into the same batches, and on a
+CPU prompts evaluated together take as long as one after another. In the agent
+trace (`bench/agent_trace.py`), three 33-token prompts sent together each had
+their first token after 5.8 s; sent in turn, each had it after 1.4-2.0 s, and
+none later than together. Together is also self-perpetuating: requests that
+start together finish together, so the slots they free are refilled together
+again. Maya sends the prompts it admits at once (its requests carry token ids,
+so nothing staggers them as tokenizing does for llama-server's own API), which
+made Maya's continuations wait for their neighbours' prompts as well as their
+own.
+
+A request takes its turn once it holds an engine slot, just before it is sent,
+and gives it up at its first token, its end, or its failure. Waiters are served
+in arrival order (`fifo.EngineQueue`), and only slot holders wait, so the line
+is bounded by the engine's slots. A limit of 0 sends every prompt at once, as
+batching engines on GPUs want (vLLM and SGLang gain from prompts batched
+together).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from .fifo import Admission, EngineQueue
+
+
+class PrefillGate:
+    def __init__(self, limit: int, slots: int) -> None:
+        """`limit` requests in prompt processing at once (0: no limit); at most `slots` can wait."""
+        self.limit = limit
+        self._queue = EngineQueue(limit, max_queue=slots, on_wait=self._waited) if limit else None
+        self.wait_seconds = 0.0
+        """Time requests waited for their turn, in all (`maya:engine_prefill_wait_seconds_total`)."""
+
+    def enter(self) -> Admission | None:
+        """A place in line for the prompt about to be sent (None when there is no limit); `wait()` on it, then
+        `release()` it once the prompt is processed (or the request is over)."""
+        return self._queue.admit(bounded=False) if self._queue is not None else None
+
+    def _waited(self, seconds: float) -> None:
+        self.wait_seconds += seconds
+
+    @property
+    def active(self) -> int:
+        return self._queue.busy if self._queue is not None else 0
+
+    @property
+    def waiting(self) -> int:
+        return self._queue.waiting if self._queue is not None else 0
+
+
+class PrefillGateCollector:
+    """`maya:engine_prefill_*`: the gate's limit, its turns taken and waited for, read at scrape time; one
+    sample per gate, labelled with its replica's URL where there are several. `gates` gives the engine's gates
+    by URL as they are now (a setting replaces a gate before serving)."""
+
+    def __init__(self, gates: Callable[[], dict[str, PrefillGate]]) -> None:
+        self._gates = gates
+
+    def collect(self) -> Iterator[Metric]:
+        gates = self._gates()
+        labels = ["url"] if len(gates) > 1 else []
+        limit = GaugeMetricFamily("maya:engine_prefill_limit",
+                                  "Requests the engine processes prompts for at once (0: no limit)", labels=labels)
+        active = GaugeMetricFamily("maya:engine_prefill_active", "Requests in prompt processing now", labels=labels)
+        waiting = GaugeMetricFamily("maya:engine_prefill_waiting",
+                                    "Requests holding a slot that wait for their prompt's turn", labels=labels)
+        waited = CounterMetricFamily("maya:engine_prefill_wait_seconds",
+                                     "Time requests waited for their prompt's turn", labels=labels)
+        for url, gate in gates.items():
+            values = [url] if labels else []
+            limit.add_metric(values, gate.limit)
+            active.add_metric(values, gate.active)
+            waiting.add_metric(values, gate.waiting)
+            waited.add_metric(values, gate.wait_seconds)
+        yield from (limit, active, waiting, waited)
