@@ -1,22 +1,21 @@
 """At most N requests in an engine's prompt processing at once; the others wait their turn in Maya.
 
 Why: llama-server takes every prompt it is sent into the same batches, and on a
-CPU prompts evaluated together take as long as one after another. In the agent
-trace (`bench/agent_trace.py`), three 33-token prompts sent together each had
-their first token after 5.8 s; sent in turn, each had it after 1.4-2.0 s, and
-none later than together. Together is also self-perpetuating: requests that
-start together finish together, so the slots they free are refilled together
-again. Maya sends the prompts it admits at once (its requests carry token ids,
-so nothing staggers them as tokenizing does for llama-server's own API), which
-made Maya's continuations wait for their neighbours' prompts as well as their
-own.
+CPU prompts evaluated together take about as long as one after another. In the
+agent trace (`bench/agent_trace.py`, 4 slots, llama-server's own log), three
+prompts of 33-41 new tokens sent together each had their first token after
+5.0-7.3 s; sent in turn, each had it after 1.4-2.0 s. Together is also
+self-perpetuating: requests that start together finish together, so the slots
+they free are refilled together again. Maya sends the prompts it admits at once
+(its requests carry token ids, so nothing staggers them as tokenizing does for
+llama-server's own API), so its requests waited for their neighbours' prompts
+as well as their own.
 
 A request takes its turn once it holds an engine slot, just before it is sent,
 and gives it up at its first token, its end, or its failure. Waiters are served
 in arrival order (`fifo.EngineQueue`), and only slot holders wait, so the line
 is bounded by the engine's slots. A limit of 0 sends every prompt at once, as
-batching engines on GPUs want (vLLM and SGLang gain from prompts batched
-together).
+an upstream on GPUs wants: there, prompts batched together do share the work.
 """
 
 from __future__ import annotations

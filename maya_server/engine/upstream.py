@@ -85,6 +85,7 @@ class UpstreamOptions:
 
 class UpstreamEngine(Engine):
     name = "upstream"
+    default_prefill_concurrency = DEFAULT_PREFILL_CONCURRENCY
 
     def __init__(
         self,
@@ -170,8 +171,6 @@ class UpstreamEngine(Engine):
     def reports_prompt_progress(self) -> bool:
         """llama-server sends `prompt_progress` when asked; vLLM and SGLang have no such report."""
         return self.info.kind == "llama-server"
-
-    default_prefill_concurrency = DEFAULT_PREFILL_CONCURRENCY
 
     @property
     def prefill_concurrency(self) -> int:
