@@ -18,8 +18,13 @@ with `previous_response_id` (Maya holds the history). Printed: each one's
 continuation cached ratio (target ≥ 0.95), its median continuation TTFT ÷
 llama-server alone's (target ≤ 0.8), and its opening turns' mean TTFT (an order
 of service that favours continuations moves their wait there).
+`--prefill-concurrency 1,0` runs Maya both with its prompts sent one at a
+time (the embedded engine's default) and all at once; `--rounds N` repeats
+alone and every Maya run in turn, since runs minutes apart on a shared machine
+differ by more than the effects measured.
 
     .venv/bin/python bench/agent_trace.py [--sessions 8] [--turns 4] [--slots 4] [--apis chat,responses,stored]
+        [--prefill-concurrency 1,0] [--rounds N]
 
 Importable: `run_trace(base_url, api)` runs one trace against any server (a
 Maya with replicas, llama-server itself for `chat`) and returns a `TraceResult`.
@@ -223,12 +228,18 @@ def llama_server_alone(model: str, slots: int, ctx: int, threads: int, cache_ram
 
 
 def describe(name: str, result: TraceResult, baseline: TraceResult | None) -> str:
-    line = (f"{name:38s} cached ratio {result.cached_ratio:.3f}  re-evaluated {result.reprocessed:5.0f} tok"
+    line = (f"{name:46s} cached ratio {result.cached_ratio:.3f}  re-evaluated {result.reprocessed:5.0f} tok"
             f"  TTFT {result.median_ttft * 1000:8.0f} ms  openings' mean TTFT {result.opening_ttft:5.1f} s"
             f"  wall {result.wall:6.1f} s")
     if baseline is not None:
         line += f"  TTFT ratio {result.median_ttft / baseline.median_ttft:.3f}"
     return line
+
+
+def maya_name(api: str, prefill: str, prefills: list[str]) -> str:
+    name = {"chat": "Maya chat", "responses": "Maya responses (full history)",
+            "stored": "Maya responses (previous_response_id)"}[api]
+    return name if len(prefills) == 1 else f"{name}, prefill {prefill}"
 
 
 def main() -> None:
@@ -241,30 +252,45 @@ def main() -> None:
                       help="llama-server threads (both sides); on a shared two-core machine 2 threads oversubscribe it")
     args.add_argument("--cache-ram-mib", type=int, default=2048)
     args.add_argument("--apis", default=",".join(APIS))
+    args.add_argument("--prefill-concurrency", default="1",
+                      help="Maya's --prefill-concurrency, a comma-separated list: each value is run (e.g. 1,0)")
+    args.add_argument("--rounds", type=int, default=1,
+                      help="alone and every Maya run, in turn, this many times: each round's ratios are to its own "
+                           "alone run, and with several rounds their medians are printed too")
     args.add_argument("--llama-log", type=Path, help="keep the baseline llama-server's log here")
     opts = args.parse_args()
     model = default_model_path()
     shape = TraceShape(sessions=opts.sessions, turns=opts.turns)
-    llama = llama_server_alone(model, opts.slots, opts.ctx, opts.threads, opts.cache_ram_mib, opts.llama_log)
-    try:
-        baseline = run_trace(llama.url, "chat", shape)
-    finally:
-        llama.stop()
+    prefills = [p for p in opts.prefill_concurrency.split(",") if p]
+    ratios: dict[str, list[float]] = {}
     print(f"sessions={shape.sessions} turns={shape.turns} slots={opts.slots}x{opts.ctx} threads={opts.threads} "
-          f"cache-ram={opts.cache_ram_mib} MiB; continuations={len(baseline.continuations)} "
-          f"(ratio target >= 0.95, TTFT ratio target <= 0.8)")
-    print(describe("llama-server alone (chat)", baseline, None))
-    for api in filter(None, opts.apis.split(",")):
-        process, url = start_maya("--model", model, "--ctx", str(opts.ctx), "--slots", str(opts.slots),
-                                  "--threads", str(opts.threads), "--cache-ram-mib", str(opts.cache_ram_mib))
+          f"cache-ram={opts.cache_ram_mib} MiB (ratio target >= 0.95, TTFT ratio target <= 0.8)", flush=True)
+    for round_ in range(opts.rounds):
+        if opts.rounds > 1:
+            print(f"round {round_ + 1}", flush=True)
+        llama = llama_server_alone(model, opts.slots, opts.ctx, opts.threads, opts.cache_ram_mib, opts.llama_log)
         try:
-            result = run_trace(url, api, shape)
+            baseline = run_trace(llama.url, "chat", shape)
         finally:
-            process.terminate()
-            process.wait(timeout=30)
-        name = {"chat": "Maya chat", "responses": "Maya responses (full history)",
-                "stored": "Maya responses (previous_response_id)"}[api]
-        print(describe(name, result, baseline), flush=True)
+            llama.stop()
+        print(describe("llama-server alone (chat)", baseline, None), flush=True)
+        for prefill in prefills:
+            for api in filter(None, opts.apis.split(",")):
+                process, url = start_maya("--model", model, "--ctx", str(opts.ctx), "--slots", str(opts.slots),
+                                          "--threads", str(opts.threads), "--cache-ram-mib", str(opts.cache_ram_mib),
+                                          "--prefill-concurrency", prefill)
+                try:
+                    result = run_trace(url, api, shape)
+                finally:
+                    process.terminate()
+                    process.wait(timeout=30)
+                name = maya_name(api, prefill, prefills)
+                ratios.setdefault(name, []).append(result.median_ttft / baseline.median_ttft)
+                print(describe(name, result, baseline), flush=True)
+    if opts.rounds > 1:
+        for name, values in ratios.items():
+            print(f"{name:46s} median TTFT ratio over {len(values)} rounds {statistics.median(values):.3f} "
+                  f"({', '.join(f'{v:.3f}' for v in values)})")
 
 
 if __name__ == "__main__":

