@@ -1,15 +1,18 @@
 """At most N requests in an engine's prompt processing at once; the others wait their turn in Maya.
 
 Why: llama-server takes every prompt it is sent into the same batches, and on a
-CPU prompts evaluated together take about as long as one after another. In the
-agent trace (`bench/agent_trace.py`, 4 slots, llama-server's own log), three
-prompts of 33-41 new tokens sent together each had their first token after
-5.0-7.3 s; sent in turn, each had it after 1.4-2.0 s. Together is also
-self-perpetuating: requests that start together finish together, so the slots
-they free are refilled together again. Maya sends the prompts it admits at once
-(its requests carry token ids, so nothing staggers them as tokenizing does for
-llama-server's own API), so its requests waited for their neighbours' prompts
-as well as their own.
+CPU prompts evaluated together take about as long as one after another, so each
+waits for all of them. In the agent trace (`bench/agent_trace.py`, 4 slots,
+llama-server's own log), three prompts of 33-41 new tokens sent together each
+had their first token 5.0-7.3 s after they were sent; processed in turn, each
+took 1.4-2.0 s. Together is also self-perpetuating: requests that start
+together finish together, so the slots they free are refilled together again.
+Maya sends the prompts it admits at once (its requests carry token ids, so
+nothing staggers them as tokenizing does for llama-server's own API).
+`bench/prefill_burst.py` (four new 300-token prompts at once on 4 slots): the
+mean time to first token in turn is 0.67-0.83 of together's, and the last
+request's about the same (each hand-over costs a first token's trip through
+Maya and the engine's next step).
 
 A request takes its turn once it holds an engine slot, just before it is sent,
 and gives it up at its first token, its end, or its failure. Waiters are served
