@@ -122,7 +122,7 @@ class ServerConfig:
     prefill_concurrency: int | None = None
     """Requests an engine processes prompts for at once; the others wait their turn in arrival order
     (`engine/prefill_gate.py`). None: the engine's own default, 1 for the embedded engine (on a CPU prompts
-    processed together take as long as one after another), no limit for an upstream; 0: no limit."""
+    processed together take about as long as one after another), no limit for an upstream; 0: no limit."""
     relay_batch_ms: float = 20.0
     """While a stream's tokens flow and other streams run, its next read from the engine waits this long, so the
     tokens generated meanwhile are relayed together (one read, one pass, one write to the client); 0 reads each

@@ -32,7 +32,8 @@ from .fifo import Admission, EngineQueue
 
 class PrefillGate:
     def __init__(self, limit: int, slots: int) -> None:
-        """`limit` requests in prompt processing at once (0: no limit); at most `slots` can wait."""
+        """`limit` requests in prompt processing at once (0: no limit). Only requests holding one of the engine's
+        `slots` enter, so no more than that ever wait: the line's bound is admission's."""
         self.limit = limit
         self._queue = EngineQueue(limit, max_queue=slots, on_wait=self._waited) if limit else None
         self.wait_seconds = 0.0

@@ -174,7 +174,8 @@ class ReplicaSetEngine(Engine):
         replica.watch(self.probe_s)
 
     def describe(self) -> dict:
-        return {**super().describe(), "prefill_concurrency": self.prefill_concurrency, "routing": {"mode": self.router.mode, "affinity": self.table.describe()},
+        return {**super().describe(), "prefill_concurrency": self.prefill_concurrency,
+                "routing": {"mode": self.router.mode, "affinity": self.table.describe()},
                 "replicas": [self._describe(i, r) for i, r in enumerate(self.replicas)]}
 
     def _describe(self, index: int, replica: Replica) -> dict:
