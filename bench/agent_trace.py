@@ -18,13 +18,13 @@ with `previous_response_id` (Maya holds the history). Printed: each one's
 continuation cached ratio (target ≥ 0.95), its median continuation TTFT ÷
 llama-server alone's (target ≤ 0.8), and its opening turns' mean TTFT (an order
 of service that favours continuations moves their wait there).
-`--prefill-concurrency 1,0` runs Maya both with its prompts sent one at a
-time (the embedded engine's default) and all at once; `--rounds N` repeats
+`--prefill-concurrency 0,1` runs Maya both with its prompts sent at once
+(the default) and one at a time; `--rounds N` repeats
 alone and every Maya run in turn, since runs minutes apart on a shared machine
 differ by more than the effects measured.
 
     .venv/bin/python bench/agent_trace.py [--sessions 8] [--turns 4] [--slots 4] [--apis chat,responses,stored]
-        [--prefill-concurrency 1,0] [--rounds N]
+        [--prefill-concurrency 0,1] [--rounds N]
 
 Importable: `run_trace(base_url, api)` runs one trace against any server (a
 Maya with replicas, llama-server itself for `chat`) and returns a `TraceResult`.
@@ -252,8 +252,8 @@ def main() -> None:
                       help="llama-server threads (both sides); on a shared two-core machine 2 threads oversubscribe it")
     args.add_argument("--cache-ram-mib", type=int, default=2048)
     args.add_argument("--apis", default=",".join(APIS))
-    args.add_argument("--prefill-concurrency", default="1",
-                      help="Maya's --prefill-concurrency, a comma-separated list: each value is run (e.g. 1,0)")
+    args.add_argument("--prefill-concurrency", default="0",
+                      help="Maya's --prefill-concurrency, a comma-separated list: each value is run (e.g. 0,1)")
     args.add_argument("--rounds", type=int, default=1,
                       help="alone and every Maya run, in turn, this many times: each round's ratios are to its own "
                            "alone run, and with several rounds their medians are printed too")

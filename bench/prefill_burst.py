@@ -4,9 +4,9 @@
 tokens (no prefix shared with any other, so nothing comes from cache), are sent at
 once to Maya's embedded engine with `--slots` at least the burst, so every request has a
 slot at once and only the engine's prompt processing stands between it and its first
-token. Maya runs twice, `--prefill-concurrency 1` (the embedded default: each prompt is
-sent once the previous one's first token is out) and `0` (all sent at once, processed
-together); llama-server alone (its own `/v1/chat/completions`, the same flags as Maya's
+token. Maya runs twice, `--prefill-concurrency 1` (each prompt is sent once the previous
+one's first token is out) and `0` (the default: all sent at once, processed together);
+llama-server alone (its own `/v1/chat/completions`, the same flags as Maya's
 child) gets the same bursts for scale. Rounds alternate between the three, so machine
 drift hits all alike. Printed per server: the mean and the longest time to first token
 over all requests, and the mean ÷ Maya's at `0`, the same rounds' ratio.

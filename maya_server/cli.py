@@ -131,7 +131,7 @@ def _upstream_options(up: argparse._ArgumentGroup) -> None:
                          f"(default {_default('replica_probe_s')})")
     up.add_argument("--prefill-concurrency", dest="prefill_concurrency", metavar="N",
                     help="llamacpp and upstream engines: requests whose prompts the engine processes at once, the "
-                         "others wait their turn (default: 1 for llamacpp, no limit for upstream; 0: no limit)")
+                         f"others wait their turn (default {_default('prefill_concurrency')}: no limit)")
     up.add_argument("--relay-batch-ms", dest="relay_batch_ms", metavar="MS",
                     help="llamacpp and upstream engines: while tokens flow, wait this long before the next read so "
                          "tokens generated meanwhile are relayed together "

@@ -119,10 +119,9 @@ class ServerConfig:
     """Prefix blocks (16 prompt tokens each) the affinity table remembers, least recently used dropped first."""
     replica_probe_s: float = REPLICA_PROBE_S
     """Seconds between checks of a replica taken out after a failure, until it answers again."""
-    prefill_concurrency: int | None = None
-    """Requests an engine processes prompts for at once; the others wait their turn in arrival order
-    (`engine/prefill_gate.py`). None: the engine's own default, 1 for the embedded engine (on a CPU prompts
-    processed together take about as long as one after another), no limit for an upstream; 0: no limit."""
+    prefill_concurrency: int = 0
+    """Requests an engine processes prompts for at once, the others waiting their turn in arrival order
+    (`engine/prefill_gate.py` says what it buys and costs); 0: no limit, every prompt is sent at once."""
     relay_batch_ms: float = 20.0
     """While a stream's tokens flow and other streams run, its next read from the engine waits this long, so the
     tokens generated meanwhile are relayed together (one read, one pass, one write to the client); 0 reads each

@@ -73,8 +73,7 @@ def create_engine(config: ServerConfig) -> Engine:
     except EngineStartError as exc:
         raise EngineStartError(f"{exc}{crash_advice(exc.returncode)}", returncode=exc.returncode) from None
     engine.batch_interval = config.relay_batch_ms / 1000  # both relay an engine's HTTP stream (upstream.py)
-    if config.prefill_concurrency is not None:
-        engine.prefill_concurrency = config.prefill_concurrency
+    engine.prefill_concurrency = config.prefill_concurrency
     return engine
 
 

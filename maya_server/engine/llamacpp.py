@@ -89,9 +89,6 @@ class EmbeddedOptions:
 
 class LlamaCppEngine(UpstreamEngine):
     name = "llamacpp"
-    default_prefill_concurrency = 1
-    """One prompt at a time: the child runs on this machine's CPU, where prompts processed together take about
-    as long as one after another (`prefill_gate.py`)."""
 
     def __init__(self, process: LlamaServerProcess, tokenizer: Tokenizer, info, *, read_timeout: float,
                  chat_template: str | None) -> None:

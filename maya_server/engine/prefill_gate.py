@@ -1,24 +1,30 @@
 """At most N requests in an engine's prompt processing at once; the others wait their turn in Maya.
 
-Why: llama-server takes every prompt it is sent into the same batches, and on a
-CPU prompts evaluated together take about as long as one after another, so each
-waits for all of them. In the agent trace (`bench/agent_trace.py`, 4 slots,
-llama-server's own log), three prompts of 33-41 new tokens sent together each
-had their first token 5.0-7.3 s after they were sent; processed in turn, each
-took 1.4-2.0 s. Together is also self-perpetuating: requests that start
-together finish together, so the slots they free are refilled together again.
-Maya sends the prompts it admits at once (its requests carry token ids, so
-nothing staggers them as tokenizing does for llama-server's own API).
-`bench/prefill_burst.py` (four new 300-token prompts at once on 4 slots): the
-mean time to first token in turn is 0.67-0.83 of together's, and the last
-request's about the same (each hand-over costs a first token's trip through
-Maya and the engine's next step).
+What it buys: llama-server takes every prompt it is sent into the same batches,
+and on a CPU prompts evaluated together take about as long as one after
+another, so each waits for all of them. Maya sends the prompts it admits at
+once (its requests carry token ids, so nothing staggers them as tokenizing does
+for llama-server's own API). In the agent trace (`bench/agent_trace.py`, 4
+slots, llama-server's own log), three prompts of 33-41 new tokens sent together
+each had their first token 5.0-7.3 s after they were sent; processed in turn,
+each took 1.4-2.0 s. `bench/prefill_burst.py` (four new 300-token prompts at
+once on 4 slots): the mean time to first token in turn is 0.67-0.83 of
+together's, and the last request's about the same.
+
+What it costs, and why it is off by default: a request is held until the
+prompt before it has its first token, so a short prompt behind a long one
+waits for all of it (together, llama-server would have taken both into one
+batch), and each hand-over costs a first token's trip through Maya and the
+engine's next step. On the agent trace the continuations' median time to first
+token, in turn ÷ together, could not be told apart from this machine's noise
+over two interleaved rounds (0.895 and 1.175 of llama-server alone in turn,
+0.873 and 0.918 together). GPU engines share the work of prompts batched
+together, so for them it is a loss.
 
 A request takes its turn once it holds an engine slot, just before it is sent,
 and gives it up at its first token, its end, or its failure. Waiters are served
-in arrival order (`fifo.EngineQueue`), and only slot holders wait, so the line
-is bounded by the engine's slots. A limit of 0 sends every prompt at once, as
-an upstream on GPUs wants: there, prompts batched together do share the work.
+in arrival order (`fifo.EngineQueue`). A limit of 0 (the default) sends every
+prompt at once.
 """
 
 from __future__ import annotations

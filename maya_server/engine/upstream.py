@@ -25,7 +25,9 @@ the tokens of one read go down the pipeline as one piece (`together`), and
 while tokens flow (two or more per `batch_interval`) and other streams run,
 the next read waits `batch_interval` so that more gather: one read, one pass
 and one write to the client for several tokens at GPU rates (a slower stream
-is read at once: waiting would gather nothing). The key only ever travels in the Authorization header.
+is read at once: waiting would gather nothing). `prefill_concurrency` (`prefill_gate.py`; default no
+limit) can hold a request back until the prompts sent before it are processed. The key only ever travels in
+the Authorization header.
 """
 
 from __future__ import annotations
@@ -60,8 +62,6 @@ log = logging.getLogger("maya.engine")
 
 DEFAULT_SLOTS = 8
 """Sequences sent at once when the upstream reports no capacity (vLLM and SGLang batch far more)."""
-DEFAULT_PREFILL_CONCURRENCY = 0
-"""An upstream takes every prompt at once: GPU engines gain from prompts batched together."""
 ERROR_BODY_LIMIT = 65536
 
 
@@ -85,7 +85,6 @@ class UpstreamOptions:
 
 class UpstreamEngine(Engine):
     name = "upstream"
-    default_prefill_concurrency = DEFAULT_PREFILL_CONCURRENCY
 
     def __init__(
         self,
@@ -114,7 +113,8 @@ class UpstreamEngine(Engine):
         half of this after the last) and other streams run too, so the tokens in between arrive together (a lone
         stream is read at once: there is nothing to share the process with)."""
         self._streaming = 0
-        self.prefill_gate = PrefillGate(self.default_prefill_concurrency, slots)
+        self.prefill_gate = PrefillGate(0, slots)
+        """Every prompt sent at once unless `prefill_concurrency` says otherwise."""
         self.slot_chooser = SlotChooser(slots, context_size) if info.kind == "llama-server" else None
         """llama-server takes `id_slot`: each request goes to the free slot that shares most of its prompt."""
         self.accepts_images = info.kind == "llama-server" and info.vision

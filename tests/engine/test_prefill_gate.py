@@ -114,7 +114,7 @@ def test_the_next_prompt_goes_once_the_previous_ones_first_token_is_out(held):
 
 def test_with_no_limit_every_prompt_goes_at_once(held):
     make, upstream = held
-    engine = make()  # an upstream's default: GPU engines batch prompts together
+    engine = make()  # the default: every prompt at once
 
     async def scenario():
         tasks = [asyncio.create_task(answer(engine, f"Task {n}.")) for n in range(3)]
