@@ -37,11 +37,11 @@ from .fifo import Admission, EngineQueue
 
 
 class PrefillGate:
-    def __init__(self, limit: int, slots: int) -> None:
-        """`limit` requests in prompt processing at once (0: no limit). Only requests holding one of the engine's
-        `slots` enter, so no more than that ever wait: the line's bound is admission's."""
+    def __init__(self, limit: int) -> None:
+        """`limit` requests in prompt processing at once (0: no limit). Only requests holding an engine slot
+        enter, so the line needs no bound of its own: admission's is it."""
         self.limit = limit
-        self._queue = EngineQueue(limit, max_queue=slots, on_wait=self._waited) if limit else None
+        self._queue = EngineQueue(limit, max_queue=0, on_wait=self._waited) if limit else None
         self.wait_seconds = 0.0
         """Time requests waited for their turn, in all (`maya:engine_prefill_wait_seconds_total`)."""
 

@@ -113,7 +113,7 @@ class UpstreamEngine(Engine):
         half of this after the last) and other streams run too, so the tokens in between arrive together (a lone
         stream is read at once: there is nothing to share the process with)."""
         self._streaming = 0
-        self.prefill_gate = PrefillGate(0, slots)
+        self.prefill_gate = PrefillGate(0)
         """Every prompt sent at once unless `prefill_concurrency` says otherwise."""
         self.slot_chooser = SlotChooser(slots, context_size) if info.kind == "llama-server" else None
         """llama-server takes `id_slot`: each request goes to the free slot that shares most of its prompt."""
@@ -179,7 +179,7 @@ class UpstreamEngine(Engine):
 
     @prefill_concurrency.setter
     def prefill_concurrency(self, limit: int) -> None:
-        self.prefill_gate = PrefillGate(limit, self.slots)
+        self.prefill_gate = PrefillGate(limit)
 
     def describe(self) -> dict:
         upstream = {"kind": self.info.kind, "model": self.info.model, **self.health.describe()}

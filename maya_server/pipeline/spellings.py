@@ -42,15 +42,18 @@ class SpellingMemory(IdsCache[bytes]):
     def remember(self, tokenizer: Tokenizer, key: bytes, ids: array) -> None:
         """Keep the ids `tokenizer`'s model generated for the turn that publishes as `key`."""
         if ids:
-            self._adopt(tokenizer)
-            self.keep(key, array(ids.typecode, ids))  # a copy of its exact size: an appended array holds spare room
+            with self._lock:  # the model check and the keep as one step: no id is kept under another model
+                self._adopt(tokenizer)
+                self.keep(key, array(ids.typecode, ids))  # a copy of its exact size: an appended array holds spare room
 
     def recall(self, tokenizer: Tokenizer, turn: object) -> array | None:
         """The ids generated for an assistant `turn` (a `Message`) in `tokenizer`'s vocabulary, if still kept."""
         if not isinstance(turn, Message) or turn.role != "assistant":
             return None
-        self._adopt(tokenizer)
-        return self.lookup(turn_key(turn.text, [(call.name, call.arguments) for call in turn.tool_calls]))
+        key = turn_key(turn.text, [(call.name, call.arguments) for call in turn.tool_calls])
+        with self._lock:  # the model check and the lookup as one step: no id is read in another vocabulary
+            self._adopt(tokenizer)
+            return self.lookup(key)
 
     def _adopt(self, tokenizer: Tokenizer) -> None:
         """Another tokenizer (another model): what was kept is in a vocabulary no longer read, so it goes."""

@@ -33,7 +33,7 @@ class IdsCache(Generic[Key]):
         self.misses = 0
         self.evictions = 0
         self._entries: OrderedDict[Key, array] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a subclass may hold it around a lookup or a keep
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -90,4 +90,5 @@ class IdsCacheCollector:
         yield CounterMetricFamily(f"{prefix}_hits", f"Lookups that found the ids of {what}", value=cache.hits)
         yield CounterMetricFamily(f"{prefix}_misses", f"Lookups that did not find the ids of {what}",
                                   value=cache.misses)
-        yield CounterMetricFamily(f"{prefix}_evictions", f"Entries dropped (the limit; {what})", value=cache.evictions)
+        yield CounterMetricFamily(f"{prefix}_evictions", f"Entries dropped to stay in the limit, or cleared: {what}",
+                                  value=cache.evictions)
