@@ -154,14 +154,12 @@ class EventStream:
             if fields:
                 yield fields
 
-    async def gather(self, seconds: float) -> None:
-        """Let `seconds` of the stream pile up in the socket: reading is paused meanwhile, so what arrives is then
-        taken in one read and one wake-up, not one per event (the event loop would otherwise read each at once)."""
-        self._connection.hold(True)
-        try:
-            await asyncio.sleep(seconds)
-        finally:
-            self._connection.hold(False)
+    def gather(self, seconds: float) -> None:
+        """Let the next `seconds` of the stream pile up in the socket: reading is paused meanwhile, so what arrives
+        is then taken in one read and one wake-up, not one per event (the event loop would otherwise read each at
+        once). Nothing is awaited here: the next `batches` step waits for the hold to end and the data together,
+        so the task wakes once an event, not once for the pause and again for the data."""
+        self._connection.hold_for(seconds)
 
     def close(self) -> None:
         """Drop the connection now (the upstream then stops generating for it)."""
@@ -203,7 +201,8 @@ class _Connection(asyncio.Protocol):
     current wait is younger than `read_timeout` and fails it with `UpstreamUnavailable` otherwise.
 
     Reading is paused (the upstream then blocks in its own send) while more than `BUFFER_LIMIT` bytes wait
-    unread, or while the stream gathers events on purpose (`hold`)."""
+    unread, or while the stream gathers events on purpose (`hold_for`: a timer ends the hold, and only then is
+    a waiter woken)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout: float) -> None:
         self._loop = loop
@@ -217,6 +216,7 @@ class _Connection(asyncio.Protocol):
         self._wait_began = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._held = False
+        self._hold_timer: asyncio.TimerHandle | None = None
         self._reading = True
         self._writable: asyncio.Future | None = None
 
@@ -229,10 +229,12 @@ class _Connection(asyncio.Protocol):
         self._buffered += len(data)
         if self._buffered > BUFFER_LIMIT:
             self._update_reading()
-        self._wake()
+        if not self._held:  # what arrived in flight as the hold began waits for its end, with the rest
+            self._wake()
 
     def eof_received(self) -> bool:
         self._ended = True
+        self._end_hold()
         self._wake()
         return False  # close the transport
 
@@ -240,6 +242,7 @@ class _Connection(asyncio.Protocol):
         self._ended = True
         if exc is not None:
             self._failure = exc if isinstance(exc, OSError) else OSError(str(exc))
+        self._end_hold()
         self._wake()
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
@@ -273,8 +276,10 @@ class _Connection(asyncio.Protocol):
         return data
 
     def take(self) -> bytes | None:
-        """Everything that arrived since the last call; b"" once the peer has finished; None while nothing has.
-        A connection that broke is an `OSError`."""
+        """Everything that arrived since the last call; b"" once the peer has finished; None while nothing has, or
+        while a hold lasts. A connection that broke is an `OSError`."""
+        if self._held:
+            return None
         if self._pieces:
             data = self._pieces[0] if len(self._pieces) == 1 else b"".join(self._pieces)
             self._pieces.clear()
@@ -303,13 +308,29 @@ class _Connection(asyncio.Protocol):
             self._pieces.insert(0, data)
             self._buffered += len(data)
 
-    def hold(self, held: bool) -> None:
-        self._held = held
+    def hold_for(self, seconds: float) -> None:
+        """Read nothing for `seconds`: the socket is not read and `take` gives nothing until the hold ends."""
+        if self._held or self._ended:
+            return
+        self._held = True
         self._update_reading()
+        self._hold_timer = self._loop.call_later(seconds, self._end_hold)
 
     def abort(self) -> None:
+        self._end_hold()
         if self._transport is not None:
             self._transport.abort()
+
+    def _end_hold(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        if self._hold_timer is not None:
+            self._hold_timer.cancel()
+            self._hold_timer = None
+        self._update_reading()
+        if self._pieces:  # what came in before the pause took effect
+            self._wake()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():

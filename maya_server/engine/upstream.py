@@ -264,7 +264,7 @@ class UpstreamEngine(Engine):
                     flowing = len(tokens) > 1 or now - previous_read < self.batch_interval / 2
                     previous_read = now
                     if flowing:  # the next tokens pile up meanwhile: one read, one pass for all of them
-                        await answer.gather(self.batch_interval)
+                        answer.gather(self.batch_interval)
             if generation.cancelled and stream.finish_reason is None:
                 return
             reason = stream.finish()

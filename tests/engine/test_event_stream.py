@@ -144,3 +144,45 @@ def test_lines_split_only_at_cr_and_lf():
     assert lines.feed(b"data: a\r") == [(DATA, b"a")]
     assert lines.feed(b"\ndata: b\xe2\x80") == []
     assert lines.feed(b"\xa8c\n") == [(DATA, "b\u2028c".encode())]
+
+
+async def read_holding(url: str, hold: float) -> list[tuple[float, list[tuple[bytes, bytes]]]]:
+    """Every batch with the time it came, the stream held for `hold` seconds after each (`gather`)."""
+    loop = asyncio.get_running_loop()
+    stream = await Endpoint(url).post("/v1/completions", b"{}", {})
+    began, batches = loop.time(), []
+    try:
+        async for batch in stream.batches():
+            batches.append((loop.time() - began, batch))
+            stream.gather(hold)
+    finally:
+        stream.close()
+    return batches
+
+
+def test_events_sent_during_a_hold_come_out_together_once_it_ends():
+    """Three events 20 ms apart after the first: a 150 ms hold after the first batch gathers them into one, which
+    comes no sooner than the hold ends."""
+    run, _ = serve(chunked(b"data: 1\n\n", b"data: 2\n\n", b"data: 3\n\n", b"data: 4\n\n"), pause=0.02)
+    (first_at, first), (second_at, second) = asyncio.run(run(lambda url: asyncio.wait_for(read_holding(url, 0.15), 2.0)))
+    assert first == [(DATA, b"1")] and second == [(DATA, b"2"), (DATA, b"3"), (DATA, b"4")]
+    assert second_at - first_at >= 0.14
+
+
+@pytest.mark.parametrize("pieces, outcome", [
+    (chunked(b"data: 1\n\n", b"data: 2\n\n"), None),                                              # a clean end
+    ([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", b"9\r\ndata: 1\n\n\r\n", b"5\r\ndat"], "broke off"),
+])
+def test_an_end_during_a_hold_is_read_when_it_ends(pieces, outcome):
+    """The socket is not read during a hold, its end included: a stream that ends (or breaks) meanwhile is
+    reported once the hold is over, with what came before the end, and not held up to the read timeout."""
+    async def read(url):
+        return await asyncio.wait_for(read_holding(url, 0.3), 2.0)
+
+    run, _ = serve(pieces, pause=0.02)
+    if outcome is None:
+        (_, first), (second_at, second) = asyncio.run(run(read))
+        assert first == [(DATA, b"1")] and second == [(DATA, b"2")] and second_at >= 0.29
+    else:
+        with pytest.raises(UpstreamError, match=outcome):
+            asyncio.run(run(read))

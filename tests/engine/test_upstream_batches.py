@@ -90,9 +90,9 @@ def test_a_stream_slower_than_the_wait_is_read_at_once(tokenizer, monkeypatch):
     waits: list[float] = []
     real_gather = EventStream.gather
 
-    async def counted(self, seconds):
+    def counted(self, seconds):
         waits.append(seconds)
-        await real_gather(self, seconds)
+        real_gather(self, seconds)
 
     monkeypatch.setattr(EventStream, "gather", counted)
     ids = tokenizer.encode(TEXT, special=False)[:12]
