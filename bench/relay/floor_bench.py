@@ -57,6 +57,11 @@ def start_bare(upstream_port: int, tokens: int) -> tuple[subprocess.Popen, str]:
     return process, f"http://127.0.0.1:{int(line.split()[1])}"
 
 
+def start_framework(upstream_port: int, tokens: int) -> tuple[subprocess.Popen, str]:
+    return start_maya(command=[sys.executable, str(HERE / "framework_relay.py"), "--upstream-port", str(upstream_port),
+                               "--tokens", str(tokens)])
+
+
 def measure(url: str, pid: int, body: bytes, opts: argparse.Namespace, busy: int) -> dict:
     run_client(url, "chat", body, 1, 0)  # warm the path up
     loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
@@ -84,7 +89,7 @@ def main() -> None:
     body = bodies(meta, opts.tokens, "llama-server", set())["chat"]
     print(f"{os.cpu_count()} CPUs, replay at {opts.rate:g} tok/s per stream, {opts.streams} streams, "
           f"{opts.seconds:g} s each, load average {os.getloadavg()[0]:.2f}", flush=True)
-    print(f"{'busy':>4s} {'relay':6s}{'tok/s':>8s}{'tok/event':>10s}{'CPU µs/tok':>11s}{'÷ bare':>8s}", flush=True)
+    print(f"{'busy':>4s} {'relay':10s}{'tok/s':>8s}{'tok/event':>10s}{'CPU µs/tok':>11s}{'÷ bare':>8s}", flush=True)
     replay = ReplayUpstream("llama-server", opts.rate, slots=64)
     replay.start()
     processes: list[subprocess.Popen] = []
@@ -93,17 +98,21 @@ def main() -> None:
             tokenizer_dir = str(write_model_dir(default_model_path(), Path(work) / "smollm2"))
             bare, bare_url = start_bare(replay.port, opts.tokens)
             processes.append(bare)
+            framework, framework_url = start_framework(replay.port, opts.tokens)
+            processes.append(framework)
             maya_args = ["--engine", "upstream", "--upstream-url", replay.url or "", "--tokenizer", tokenizer_dir,
                          "--family", "chatml", "--upstream-slots", "64"]
             maya, maya_url = start_maya(*maya_args, command=maya_command(opts.maya_src, maya_args))
             processes.append(maya)
             for busy in [int(n) for n in opts.busy.split(",") if n]:
                 floor = None
-                for name, url, pid in (("bare", bare_url, bare.pid), ("maya", maya_url, maya.pid)):
+                relays = (("bare", bare_url, bare.pid), ("framework", framework_url, framework.pid),
+                          ("maya", maya_url, maya.pid))
+                for name, url, pid in relays:
                     row = measure(url, pid, body, opts, busy)
                     floor = floor or row["cpu"]
                     errors = f"  ({row['errors']} errors)" if row["errors"] else ""
-                    print(f"{busy:4d} {name:6s}{row['tok_s']:8.1f}{row['tok_event']:10.2f}{row['cpu']:11.0f}"
+                    print(f"{busy:4d} {name:10s}{row['tok_s']:8.1f}{row['tok_event']:10.2f}{row['cpu']:11.0f}"
                           f"{row['cpu'] / floor:8.2f}{errors}", flush=True)
     finally:
         for process in processes:

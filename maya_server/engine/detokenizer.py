@@ -65,6 +65,13 @@ class IncrementalDetokenizer:
             return ""
         return self._release(text)
 
+    def push_all(self, token_ids: list[int]) -> str:
+        """The text that `token_ids` complete, as `push` gives it id by id (one decode for all of them where
+        the tokenizer knows each token's bytes)."""
+        if self._token_bytes is not None:
+            return self._utf8.decode(b"".join(map(self._token_bytes, token_ids)))
+        return "".join([self.push(token_id) for token_id in token_ids])
+
     def flush(self) -> str:
         """Release the held-back ids at the end of the stream."""
         if self._token_bytes is not None:

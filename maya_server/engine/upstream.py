@@ -47,15 +47,15 @@ from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
 from .defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
-from .event_stream import ERROR, Endpoint
+from .event_stream import DATA, ERROR, Endpoint
 from .prefill_gate import PrefillGate, PrefillGateCollector
 from .slot_choice import SlotChooser, SlotChooserCollector
 from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
 from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
 from .upstream_stream import TokenStream
 from .upstream_wire import (
-    NATIVE_PATH, completion_request, error_from_response, multimodal_prompt, native_completion_request,
-    parse_error_event, parse_event, parse_native_event,
+    NATIVE_PATH, TokenRun, completion_request, error_from_response, multimodal_prompt, native_completion_request,
+    parse_error_event, parse_event, parse_native_event, token_run,
 )
 
 log = logging.getLogger("maya.engine")
@@ -229,7 +229,13 @@ class UpstreamEngine(Engine):
                 raise error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
             async for fields in answer.batches():
                 tokens, finished = [], False
-                for field, data in fields:
+                run = _token_run(fields, native)
+                whole = run is not None and stream.takes_whole(run.ids)  # a busy stream's every read but its last
+                if whole:
+                    tokens = [stream.feed_run(run.ids, run.text)]  # one piece already: `together` keeps it
+                    if slot is not None:
+                        generated += run.ids
+                for field, data in () if whole else fields:
                     if field == ERROR:
                         raise parse_error_event(data)
                     chunk = parse(data)
@@ -261,7 +267,7 @@ class UpstreamEngine(Engine):
                 if tokens and self.batch_interval and self._streaming > 1:
                     now = clock()
                     # a wait gathers several tokens only if they come at least two a wait apart
-                    flowing = len(tokens) > 1 or now - previous_read < self.batch_interval / 2
+                    flowing = whole or len(tokens) > 1 or now - previous_read < self.batch_interval / 2
                     previous_read = now
                     if flowing:  # the next tokens pile up meanwhile: one read, one pass for all of them
                         answer.gather(self.batch_interval)
@@ -305,6 +311,15 @@ class UpstreamEngine(Engine):
                   if generation.images else generation.prompt_ids)
         return orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress,
                                                       slot=slot))
+
+
+def _token_run(fields: list[tuple[bytes, bytes]], native: bool) -> TokenRun | None:
+    """A read's events as one run of tokens (`upstream_wire.token_run`) when there are several and all are
+    `data:` fields (a lone event, a slow engine's every read, is cheaper read as it is)."""
+    if len(fields) < 2:
+        return None
+    datas = [data for field, data in fields if field == DATA]
+    return token_run(datas, native) if len(datas) == len(fields) else None
 
 
 def together(tokens: list[GeneratedToken]) -> GeneratedToken:

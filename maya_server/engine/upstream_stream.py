@@ -83,9 +83,8 @@ class TokenStream:
         if self._ours is not None:
             self._events_after_stop += 1
         elif self._upstream is None:
-            tokens = self._from_ids(chunk.token_ids) if chunk.token_ids is not None else self._from_text(chunk.text)
-            if self._text_mends_ids and chunk.token_ids is not None:
-                tokens = self._mended(tokens, chunk.text)
+            tokens = self._from_ids(chunk.token_ids, chunk.text) if chunk.token_ids is not None \
+                else self._from_text(chunk.text)
         if chunk.finish_reason is not None and self._upstream is None:
             self._upstream = chunk.finish_reason
         if self.finish_reason is not None:
@@ -93,6 +92,21 @@ class TokenStream:
             if tail:
                 tokens.append(GeneratedToken(self._last_id, tail))
         return tokens
+
+    def takes_whole(self, ids: list[int]) -> bool:
+        """Whether a run of token events with these ids (`upstream_wire.token_run`) goes down the stream whole: it
+        has ids, the turn goes on, and none of them ends it (a stop id, `max_tokens`). Otherwise its events are
+        fed one by one."""
+        return (bool(ids) and self._ours is None and self._upstream is None and self._stop_ids.isdisjoint(ids)
+                and self.generated_tokens + len(ids) <= self._max_tokens)
+
+    def feed_run(self, ids: list[int], text: str) -> GeneratedToken:
+        """A run that `takes_whole` let through, as one piece (the last id stands for the run, as `together` makes
+        one of a read's tokens): the same text that feeding its events one by one gives, without an object per id."""
+        decoded = self._detokenizer.push_all(ids)
+        self.generated_tokens += len(ids)
+        self._last_id = ids[-1]
+        return GeneratedToken(ids[-1], text if self._mends(decoded, text) else decoded)
 
     def counts(self) -> Counts:
         """The counts so far: ids taken (text chunks until `finish` gives the upstream's count), cached prompt."""
@@ -127,7 +141,7 @@ class TokenStream:
             raise UpstreamError("the upstream engine ended the stream before the generation finished")
         return "length" if self._upstream == "length" else "stop"
 
-    def _from_ids(self, ids: tuple[int, ...]) -> list[GeneratedToken]:
+    def _from_ids(self, ids: tuple[int, ...] | list[int], text: str) -> list[GeneratedToken]:
         tokens = []
         for token_id in ids:
             if token_id in self._stop_ids:
@@ -139,16 +153,26 @@ class TokenStream:
             self.generated_tokens += 1
             self._last_id = token_id
             tokens.append(GeneratedToken(token_id, self._detokenizer.push(token_id)))
-        return tokens
+        return self._mended(tokens, text)
 
     def _mended(self, tokens: list[GeneratedToken], text: str) -> list[GeneratedToken]:
         """`tokens` as decoded, or, when ids before them never came, with the chunk's own text."""
-        decoded = "".join(token.text for token in tokens)
-        if not text or not tokens or self._ours is not None or decoded == text:
+        if not self._text_mends_ids or not tokens or self._ours is not None:
             return tokens
-        self._ids_missing = True
-        self._detokenizer = IncrementalDetokenizer(self._tokenizer)  # it held the orphaned bytes: start afresh
+        decoded = tokens[0].text if len(tokens) == 1 else "".join([token.text for token in tokens])
+        if not self._mends(decoded, text):
+            return tokens
         return [GeneratedToken(t.id, "") for t in tokens[:-1]] + [GeneratedToken(tokens[-1].id, text)]
+
+    def _mends(self, decoded: str, text: str) -> bool:
+        """Whether the upstream's `text` stands for ids that decode to `decoded` (`text_mends_ids`: ids before them
+        never came). Then the ids' count is the upstream's, and the detokenizer, which held the orphaned bytes,
+        starts afresh."""
+        if not self._text_mends_ids or not text or decoded == text:
+            return False
+        self._ids_missing = True
+        self._detokenizer = IncrementalDetokenizer(self._tokenizer)
+        return True
 
     def _from_text(self, text: str) -> list[GeneratedToken]:
         self.text_only = True

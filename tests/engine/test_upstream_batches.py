@@ -30,9 +30,9 @@ def events(ids: list[int]) -> list[bytes]:
 
 
 async def relay(pieces: list[bytes], pause: float, batch_interval: float, tokenizer,
-                streams: int = 1) -> list[tuple[list[GeneratedToken], int]]:
+                streams: int = 1, counts: list[list[int]] | None = None) -> list[tuple[list[GeneratedToken], int]]:
     """`streams` generations at once, each answered with `pieces` (one write each, `pause` apart):
-    for each, the tokens the engine yielded and its count."""
+    for each, the tokens the engine yielded and its count (and, in `counts`, its count as each piece came)."""
     async def answer(reader, writer):
         await reader.readuntil(b"\r\n\r\n")
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
@@ -44,7 +44,13 @@ async def relay(pieces: list[bytes], pause: float, batch_interval: float, tokeni
 
     async def one(engine) -> tuple[list[GeneratedToken], int]:
         generation = Generation([1, 2, 3], SamplingParams(max_tokens=500))
-        tokens = [t async for t in engine.generate(generation) if isinstance(t, GeneratedToken)]
+        tokens, seen = [], []
+        async for token in engine.generate(generation):
+            if isinstance(token, GeneratedToken):
+                tokens.append(token)
+                seen.append(generation.stats.generated_tokens)
+        if counts is not None:
+            counts.append(seen)
         return tokens, generation.stats.generated_tokens
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
@@ -101,6 +107,19 @@ def test_a_stream_slower_than_the_wait_is_read_at_once(tokenizer, monkeypatch):
     asyncio.run(relay(events(ids), 0.005, 0.02, tokenizer, streams=2))
     assert len(waits) >= 4 and set(waits) == {0.02}
     assert slow < len(waits) / 2, (slow, len(waits))
+
+
+def test_once_a_read_brings_several_tokens_every_read_waits(tokenizer):
+    """Tokens flow when a read brings several: the next read waits, so it brings several too, whether the read
+    was taken as one run (`token_run`) or event by event. Per stream, the ids each piece brought: after the first
+    piece of several, none of one (bar the last, and one for a stall of the machine)."""
+    ids = tokenizer.encode(TEXT * 3, special=False)
+    counts: list[list[int]] = []
+    asyncio.run(relay(events(ids), 0.005, 0.03, tokenizer, streams=2, counts=counts))
+    for seen in counts:
+        brought = [after - before for before, after in zip([0] + seen, seen)][:-1]
+        first_several = next(i for i, n in enumerate(brought) if n > 1)
+        assert brought[first_several:].count(1) <= 1, brought
 
 
 def test_the_count_holds_when_reads_go_from_one_token_to_several_and_when_cancelled(tokenizer):

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from maya_server.config import ServerConfig
-from maya_server.engine import upstream as upstream_module
 from maya_server.engine.base import GeneratedToken, Generation, SamplingParams
+from maya_server.engine.detokenizer import IncrementalDetokenizer
 from maya_server.engine_setup import create_engine
 
 from tests.fake_upstream import FakeUpstream
@@ -76,16 +76,23 @@ def test_maya_asks_for_what_the_recording_answers(maya, replay):
 
 
 def test_the_engine_yields_the_recorded_ids_text_finish_and_counts(replay, tokenizer_dir, monkeypatch):
-    """Through `UpstreamEngine.generate` itself; every token the stream decoded is seen, also those a read
-    joins into one piece (`upstream.together`)."""
-    decoded: list[GeneratedToken] = []
-    joined = upstream_module.together
+    """Through `UpstreamEngine.generate` itself; every id the stream decoded is seen, one by one or as a read's
+    run (`IncrementalDetokenizer.push`, `push_all`)."""
+    decoded_ids: list[int] = []
+    push, push_all = IncrementalDetokenizer.push, IncrementalDetokenizer.push_all
 
-    def seen(tokens):
-        decoded.extend(tokens)
-        return joined(tokens)
+    def pushed(self, token_id):
+        decoded_ids.append(token_id)
+        return push(self, token_id)
 
-    monkeypatch.setattr(upstream_module, "together", seen)
+    def pushed_all(self, token_ids):
+        before = len(decoded_ids)
+        text = push_all(self, token_ids)
+        decoded_ids[before:] = token_ids  # once, whether or not it pushed them one by one
+        return text
+
+    monkeypatch.setattr(IncrementalDetokenizer, "push", pushed)
+    monkeypatch.setattr(IncrementalDetokenizer, "push_all", pushed_all)
     engine = create_engine(upstream_config(replay.url, tokenizer_dir))
     generation = Generation(list(GENERATION["prompt_ids"]), SamplingParams(max_tokens=MAX_TOKENS, temperature=0))
 
@@ -96,9 +103,9 @@ def test_the_engine_yields_the_recorded_ids_text_finish_and_counts(replay, token
             await engine.close()
 
     pieces = asyncio.run(run())
-    assert "".join(p.text for p in pieces) == "".join(t.text for t in decoded) == GENERATION["text"]
+    assert "".join(p.text for p in pieces) == GENERATION["text"]
     if replay.kind == "vllm":  # Maya decodes vLLM's ids itself
-        assert [t.id for t in decoded] == GENERATION["token_ids"]
+        assert decoded_ids == GENERATION["token_ids"]
     stats = generation.stats
     assert stats.finish_reason == GENERATION["finish_reason"]
     assert (stats.prompt_tokens, stats.generated_tokens) == (GENERATION["usage"]["prompt_tokens"],

@@ -171,3 +171,51 @@ def test_llama_servers_native_stream_read_and_mended_whole(tokenizer):
     stream = TokenStream(tokenizer, {IM_END}, 100, text_mends_ids=True)
     out = "".join(t.text for data in events for t in stream.feed(parse_native_event(data)))
     assert stream.finish() == "stop" and out == text
+
+
+def _fed_in_runs(stream: TokenStream, chunks: list[UpstreamChunk], size: int) -> str:
+    """`chunks` fed as `UpstreamEngine._stream` does a read of `size` events: a run of token events whole where
+    `takes_whole` lets it through, else event by event."""
+    out = []
+    for start in range(0, len(chunks), size):
+        read = chunks[start:start + size]
+        tokens_only = all(c.token_ids is not None and c.finish_reason is None for c in read)
+        ids = [i for c in read for i in (c.token_ids or ())]
+        if size > 1 and tokens_only and stream.takes_whole(ids):
+            out.append(stream.feed_run(ids, "".join(c.text for c in read)).text)
+        else:
+            out += [t.text for c in read for t in stream.feed(c)]
+    return "".join(out)
+
+
+@pytest.mark.parametrize("size", [2, 3, 7])
+@pytest.mark.parametrize("text, max_tokens, mends", [
+    ("plain words only, and then some more of them", 100, True),
+    ("a\u2028b\u2029c\u0085d 🐉🎉 日本語 done", 100, True),      # llama-server leaves out ids that end inside a character
+    ("Héllo wörld! 日本語のテキスト 🐉🎉 done.", 100, False),    # vLLM: every id, characters split over several
+    ("Paris is the capital of France.<|im_end|> and more", 100, False),  # a stop id inside a read
+    ("one two three four five six seven eight nine ten", 5, True),     # max_tokens inside a read
+])
+def test_runs_fed_whole_give_what_events_fed_one_by_one_give(tokenizer, size, text, max_tokens, mends):
+    """Text, count, finish: a read of token events taken whole (`takes_whole`, `feed_run`) is the same stream as
+    its events fed one at a time, whatever the read's size and whatever in it ends the turn."""
+    ids = tokenizer.encode(text, special=True)
+    chunks = llama_server_chunks(tokenizer, text) if mends else \
+        [UpstreamChunk(text=tokenizer.decode([i]), token_ids=(i,)) for i in ids] + \
+        [UpstreamChunk(finish_reason="stop", completion_tokens=len(ids))]
+    one_by_one = TokenStream(tokenizer, frozenset({IM_END}), max_tokens, text_mends_ids=mends)
+    in_runs = TokenStream(tokenizer, frozenset({IM_END}), max_tokens, text_mends_ids=mends)
+    expected = "".join(t.text for c in chunks for t in one_by_one.feed(c))
+    assert _fed_in_runs(in_runs, chunks, size) == expected
+    assert (in_runs.finish(), in_runs.generated_tokens) == (one_by_one.finish(), one_by_one.generated_tokens)
+    if max_tokens == 100 and IM_END not in ids:
+        assert expected == text
+
+
+def test_a_run_after_the_turn_ended_or_without_ids_is_not_taken_whole(tokenizer):
+    stream = _stream(tokenizer)
+    assert not stream.takes_whole([])
+    assert not stream.takes_whole([5, IM_END])
+    assert not _stream(tokenizer, max_tokens=2).takes_whole([5, 6, 7])
+    stream.feed(UpstreamChunk(token_ids=(IM_END,)))
+    assert not stream.takes_whole([5, 6])

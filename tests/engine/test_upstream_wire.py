@@ -182,3 +182,50 @@ def test_a_multimodal_prompt_puts_each_image_at_its_position():
 
     prompt = multimodal_prompt(Letters(), [1, 2, 3, 4], (b"A", b"B"), (1, 3), "<M>")
     assert prompt == {"prompt_string": "a<M>bc<M>d", "multimodal_data": ["QQ==", "Qg=="]}
+
+
+def _native(content: str = "a", tokens: object = (7,), **extra) -> bytes:
+    return orjson.dumps({"index": 0, "content": content, "tokens": list(tokens) if isinstance(tokens, tuple) else tokens,
+                         "stop": False, "id_slot": -1, **extra})
+
+
+def _openai(text: str = "a", ids: tuple = (7,), finish: str | None = None, **extra) -> bytes:
+    choice = {"index": 0, "text": text, "logprobs": {"tokens": [f"token_id:{i}" for i in ids]}, "finish_reason": finish}
+    return orjson.dumps({"id": "c", "object": "text_completion", "choices": [choice], **extra})
+
+
+def test_a_read_of_plain_token_events_is_one_run_of_ids_and_text():
+    from maya_server.engine.upstream_wire import token_run
+
+    native = token_run([_native("The", (504,)), _native(" sun", (2388,)), _native("", [])], native=True)
+    assert (native.ids, native.text) == ([504, 2388], "The sun")
+    vllm = token_run([_openai("The", (504,)), _openai(" sun had", (2388, 761))], native=False)
+    assert (vllm.ids, vllm.text) == ([504, 2388, 761], "The sun had")
+    listed = orjson.dumps({"choices": [{"index": 0, "text": "x", "token_ids": [9], "finish_reason": None}]})
+    assert token_run([listed, listed], native=False).ids == [9, 9]
+
+
+@pytest.mark.parametrize("native, odd_one", [
+    (True, orjson.dumps({"content": "", "tokens": [], "stop": True, "tokens_predicted": 2})),  # the final event
+    (True, orjson.dumps({"prompt_progress": {"total": 4, "cache": 0, "processed": 4, "time_ms": 1}, "stop": False,
+                         "content": "", "tokens": []})),
+    (True, _native("a", [True])),                                                             # not an id
+    (True, orjson.dumps({"content": "a", "stop": False})),                                    # text without ids
+    (True, orjson.dumps({"error": {"code": 500, "message": "boom"}})),
+    (True, b'{"content": "\\ud800", "tokens": [7], "stop": false}'),                          # a lone surrogate
+    (True, b"[1]"),
+    (False, b"[DONE]"),
+    (False, _openai("", (), finish="stop")),
+    (False, _openai("", (), usage={"prompt_tokens": 3, "completion_tokens": 2})),
+    (False, orjson.dumps({"choices": [{"index": 0, "text": "a", "finish_reason": None}]})),  # SGLang: text only
+    (False, orjson.dumps({"object": "error", "message": "boom", "code": 500})),
+    (False, orjson.dumps({"choices": []})),
+])
+def test_any_other_event_leaves_the_read_to_be_parsed_event_by_event(native, odd_one):
+    """`None`: the caller parses the read's events one by one (`parse_native_event`, `parse_event`), which is where
+    an end, usage, progress, an error and an unusual encoding each get their meaning (or their error)."""
+    from maya_server.engine.upstream_wire import token_run
+
+    plain = _native() if native else _openai()
+    assert token_run([plain, odd_one], native) is None
+    assert token_run([odd_one, plain], native) is None
