@@ -1,4 +1,4 @@
-"""Maya's CPU per relayed token against the floor of any Python relay, at a slow engine's rate.
+"""Maya's CPU per relayed token against the floor of any Python relay and of its framework, at a slow engine's rate.
 
 Issue 23's laptop target asks for at most 100 µs of Maya's CPU per token at 4
 streams from the embedded child, where every token is an event of its own
@@ -10,6 +10,9 @@ Chat requests going through, in turn:
 
 - **bare**: `bare_relay.py`, the least a relay does per token on the same
   event loop (one read, one JSON parse, one JSON dump, one write);
+- **framework**: `framework_relay.py`, the same work inside Maya's framework
+  (uvicorn, a Starlette streaming response, a task per answer, Maya's lean
+  upstream reader), none of Maya's pipeline: what the framework costs;
 - **maya**: Maya's upstream engine (`--engine upstream`, ChatML, SmolLM2's
   tokenizer), the whole pipeline.
 
@@ -17,7 +20,7 @@ Chat requests going through, in turn:
 threads keep the cores busy on a laptop (the relay then never finds an idle
 core, which changes what each wake-up costs). Reported per relay: tok/s,
 tokens per event, CPU µs per token (the relay process's threads,
-`relay_bench.cpu_seconds`), and Maya ÷ bare.
+`relay_bench.cpu_seconds`), and each ÷ bare.
 
     .venv/bin/python bench/relay/floor_bench.py [--rate 20] [--streams 4] [--seconds 15] [--busy 0,2]
         [--maya-src DIR]

@@ -39,7 +39,7 @@ from bare_relay import upstream_request  # noqa: E402
 from maya_server.engine.event_stream import DATA, Endpoint  # noqa: E402
 
 
-def create_app(upstream_port: int, max_tokens: int) -> Starlette:
+def create_app(upstream_port: int, max_tokens: int, gather_ms: float = 0) -> Starlette:
     body = upstream_request(max_tokens).partition(b"\r\n\r\n")[2]
     endpoint = Endpoint(f"http://127.0.0.1:{upstream_port}")
 
@@ -62,6 +62,8 @@ def create_app(upstream_port: int, max_tokens: int) -> Starlette:
                     out.append(b"data: " + orjson.dumps(delta) + b"\n\n")
                 if out:
                     yield b"".join(out)
+                if gather_ms:  # as Maya's --relay-batch-ms: let the next tokens pile up, then take them at once
+                    answer.gather(gather_ms / 1000)
         finally:
             answer.close()
 
@@ -80,8 +82,10 @@ def main() -> None:
     args.add_argument("--upstream-port", type=int, required=True)
     args.add_argument("--port", type=int, required=True)
     args.add_argument("--tokens", type=int, default=256, help="n_predict of each completion")
+    args.add_argument("--gather-ms", type=float, default=0, help="hold each stream this long after a read "
+                      "(Maya's --relay-batch-ms; Maya holds only while tokens flow beside other streams)")
     opts = args.parse_args()
-    uvicorn.run(create_app(opts.upstream_port, opts.tokens), host="127.0.0.1", port=opts.port, loop="uvloop",
+    uvicorn.run(create_app(opts.upstream_port, opts.tokens, opts.gather_ms), host="127.0.0.1", port=opts.port, loop="uvloop",
                 http="httptools", log_level="warning")
 
 
