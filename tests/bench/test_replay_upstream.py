@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from bench.relay.record import MODEL_ALIAS, PROMPT, prompt_ids, record
-from bench.relay.floor_bench import start_bare
+from bench.relay.floor_bench import start_bare, start_framework
 from bench.relay.replay import FORMATS, RECORDINGS, ReplayUpstream, build_script
 from maya_server.config import ServerConfig, default_model_path
 from maya_server.engine.base import SamplingParams
@@ -196,13 +196,15 @@ def test_the_replay_answers_the_start_up_probe_like_each_engine(replays):
         assert httpx.post(replay.url + "/v1/unknown", content=body).status_code == 404
 
 
-def test_the_bare_relay_streams_every_replayed_token_as_a_chunk():
-    """`bare_relay.py`, the floor `floor_bench.py` measures Maya against, does the work it is said to do: each
-    upstream event parsed and written as one chunk of the token's text, then the usage the load client counts."""
+@pytest.mark.parametrize("start", [start_bare, start_framework], ids=["bare", "framework"])
+def test_the_floor_relays_stream_every_replayed_token_as_a_chunk(start):
+    """`bare_relay.py` and `framework_relay.py`, the floors `floor_bench.py` measures Maya against, do the work they
+    are said to do: each upstream event parsed and written as one chunk of the token's text, then the usage the
+    load client counts."""
     meta = orjson.loads((RECORDINGS / "meta.json").read_bytes())
     tokens = 12
     with ReplayUpstream("llama-server") as replay:
-        relay, url = start_bare(replay.port, tokens)
+        relay, url = start(replay.port, tokens)
         try:
             with httpx.Client(timeout=30) as http:
                 for _ in range(2):  # the connection is kept alive between answers
