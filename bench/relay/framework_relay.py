@@ -55,7 +55,7 @@ def create_app(upstream_port: int, max_tokens: int, gather_ms: float = 0) -> Sta
                     event = orjson.loads(data)
                     if event.get("stop"):  # the final event: no token, the usage
                         usage = orjson.dumps({"usage": {"completion_tokens": count}})
-                        yield b"data: " + usage + b"\n\ndata: [DONE]\n\n"
+                        yield b"".join(out) + b"data: " + usage + b"\n\ndata: [DONE]\n\n"
                         return
                     count += 1
                     delta = {"choices": [{"index": 0, "delta": {"content": event["content"]}}]}
