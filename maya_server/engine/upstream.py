@@ -230,9 +230,9 @@ class UpstreamEngine(Engine):
             async for fields in answer.batches():
                 tokens, finished = [], False
                 run = _token_run(fields, native)
-                whole = run is not None and stream.takes_whole(run.ids)  # a busy stream's every read but its last
+                whole = run is not None and stream.takes_whole(run)  # a busy stream's every read but its last
                 if whole:
-                    tokens = [stream.feed_run(run.ids, run.text)]  # one piece already: `together` keeps it
+                    tokens = [stream.feed_run(run)]  # one piece already: `together` keeps it
                     if slot is not None:
                         generated += run.ids
                 for field, data in () if whole else fields:

@@ -35,7 +35,7 @@ from ..errors import UpstreamError
 from ..model.tokenizer import Tokenizer
 from .base import Counts, EngineFinishReason, GeneratedToken
 from .detokenizer import IncrementalDetokenizer
-from .upstream_wire import UpstreamChunk
+from .upstream_wire import TokenRun, UpstreamChunk
 
 UNKNOWN_ID = -1
 """The id of a token whose upstream sent text only."""
@@ -93,20 +93,26 @@ class TokenStream:
                 tokens.append(GeneratedToken(self._last_id, tail))
         return tokens
 
-    def takes_whole(self, ids: list[int]) -> bool:
-        """Whether a run of token events with these ids (`upstream_wire.token_run`) goes down the stream whole: it
-        has ids, the turn goes on, and none of them ends it (a stop id, `max_tokens`). Otherwise its events are
-        fed one by one."""
+    def takes_whole(self, run: TokenRun) -> bool:
+        """Whether a read's run of token events (`upstream_wire.token_run`) goes down the stream whole: it has ids,
+        the turn goes on, none of them ends it (a stop id, `max_tokens`) and, where the text mends the ids, each
+        event has text. Otherwise its events are fed one by one."""
+        ids = run.ids
         return (bool(ids) and self._ours is None and self._upstream is None and self._stop_ids.isdisjoint(ids)
-                and self.generated_tokens + len(ids) <= self._max_tokens)
+                and self.generated_tokens + len(ids) <= self._max_tokens
+                and (run.every_text or not self._text_mends_ids))
 
-    def feed_run(self, ids: list[int], text: str) -> GeneratedToken:
+    def feed_run(self, run: TokenRun) -> GeneratedToken:
         """A run that `takes_whole` let through, as one piece (the last id stands for the run, as `together` makes
-        one of a read's tokens): the same text that feeding its events one by one gives, without an object per id."""
+        one of a read's tokens): the text that feeding its events one by one gives, without an object per id.
+        With `text_mends_ids` that is the run's own text: each event's is either what its ids decode to or what
+        mends them (an event without text, a control token's, would keep its decoded tag: `takes_whole` leaves
+        such a run to be fed one by one)."""
+        ids = run.ids
         decoded = self._detokenizer.push_all(ids)
         self.generated_tokens += len(ids)
         self._last_id = ids[-1]
-        return GeneratedToken(ids[-1], text if self._mends(decoded, text) else decoded)
+        return GeneratedToken(ids[-1], run.text if self._mends(decoded, run.text) else decoded)
 
     def counts(self) -> Counts:
         """The counts so far: ids taken (text chunks until `finish` gives the upstream's count), cached prompt."""

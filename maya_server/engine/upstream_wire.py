@@ -158,6 +158,8 @@ class TokenRun:
 
     ids: list[int]
     text: str
+    every_text: bool = True
+    """Whether each event had text of its own (llama-server's control tokens come with none)."""
 
 
 def token_run(datas: list[bytes], native: bool) -> TokenRun | None:
@@ -190,7 +192,7 @@ def token_run(datas: list[bytes], native: bool) -> TokenRun | None:
             return None
         ids += token_ids
         texts.append(text)
-    return TokenRun(ids, "".join(texts))
+    return TokenRun(ids, "".join(texts), all(texts))
 
 
 def parse_event(data: bytes | str) -> UpstreamChunk | None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from maya_server.config import default_model_path
 from maya_server.engine.base import Counts
 from maya_server.engine.detokenizer import MAX_PENDING, IncrementalDetokenizer
 from maya_server.engine.upstream_stream import GRACE_EVENTS, UNKNOWN_ID, TokenStream
-from maya_server.engine.upstream_wire import UpstreamChunk
+from maya_server.engine.upstream_wire import TokenRun, UpstreamChunk
 from maya_server.errors import UpstreamError
 from maya_server.model.hf_tokenizer import HfTokenizer
 
@@ -180,12 +182,40 @@ def _fed_in_runs(stream: TokenStream, chunks: list[UpstreamChunk], size: int) ->
     for start in range(0, len(chunks), size):
         read = chunks[start:start + size]
         tokens_only = all(c.token_ids is not None and c.finish_reason is None for c in read)
-        ids = [i for c in read for i in (c.token_ids or ())]
-        if size > 1 and tokens_only and stream.takes_whole(ids):
-            out.append(stream.feed_run(ids, "".join(c.text for c in read)).text)
+        run = TokenRun([i for c in read for i in (c.token_ids or ())], "".join(c.text for c in read),
+                       all(c.text for c in read))
+        if size > 1 and tokens_only and stream.takes_whole(run):
+            out.append(stream.feed_run(run).text)
         else:
             out += [t.text for c in read for t in stream.feed(c)]
     return "".join(out)
+
+
+def llama_server_chunks_with_control_tokens(tokenizer, text: str) -> list[UpstreamChunk]:
+    """`llama_server_chunks` of a text with special tokens in it: each comes with its id and no text (llama-server
+    renders control tokens as nothing unless started with `--special`)."""
+    chunks = []
+    for piece in re.split(r"(<\|im_start\|>|<\|endoftext\|>)", text):
+        if piece.startswith("<|"):
+            chunks.append(UpstreamChunk(text="", token_ids=tuple(tokenizer.encode(piece, special=True))))
+        elif piece:
+            chunks += llama_server_chunks(tokenizer, piece)[:-1]
+    ids = [i for c in chunks for i in c.token_ids]
+    return chunks + [UpstreamChunk(finish_reason="stop", completion_tokens=len(ids))]
+
+
+@pytest.mark.parametrize("size", [2, 3, 7])
+def test_a_control_tokens_tag_is_kept_in_a_run_as_one_by_one(tokenizer, size):
+    """llama-server sends a control token with no text; Maya keeps the tag its id decodes to (the family parsers
+    need it), in a read of several events as one by one."""
+    text = "Think first<|im_start|>then answer 🐉, plainly<|endoftext|> and done"
+    chunks = llama_server_chunks_with_control_tokens(tokenizer, text)
+    one_by_one = TokenStream(tokenizer, frozenset({IM_END}), 100, text_mends_ids=True)
+    in_runs = TokenStream(tokenizer, frozenset({IM_END}), 100, text_mends_ids=True)
+    expected = "".join(t.text for c in chunks for t in one_by_one.feed(c))
+    assert expected == text
+    assert _fed_in_runs(in_runs, chunks, size) == text
+    assert (in_runs.finish(), in_runs.generated_tokens) == (one_by_one.finish(), one_by_one.generated_tokens)
 
 
 @pytest.mark.parametrize("size", [2, 3, 7])
@@ -214,8 +244,11 @@ def test_runs_fed_whole_give_what_events_fed_one_by_one_give(tokenizer, size, te
 
 def test_a_run_after_the_turn_ended_or_without_ids_is_not_taken_whole(tokenizer):
     stream = _stream(tokenizer)
-    assert not stream.takes_whole([])
-    assert not stream.takes_whole([5, IM_END])
-    assert not _stream(tokenizer, max_tokens=2).takes_whole([5, 6, 7])
+    assert stream.takes_whole(TokenRun([5, 6], "ab")) and not stream.takes_whole(TokenRun([], ""))
+    assert not stream.takes_whole(TokenRun([5, IM_END], "a"))
+    assert not _stream(tokenizer, max_tokens=2).takes_whole(TokenRun([5, 6, 7], "abc"))
+    mending = TokenStream(tokenizer, frozenset({IM_END}), 100, text_mends_ids=True)
+    assert not mending.takes_whole(TokenRun([5, 1], "a", every_text=False)) and stream.takes_whole(
+        TokenRun([5, 1], "a", every_text=False))
     stream.feed(UpstreamChunk(token_ids=(IM_END,)))
-    assert not stream.takes_whole([5, 6])
+    assert not stream.takes_whole(TokenRun([5, 6], "ab"))
