@@ -96,18 +96,18 @@ class TokenStream:
     def takes_whole(self, run: TokenRun) -> bool:
         """Whether a read's run of token events (`upstream_wire.token_run`) goes down the stream whole: it has ids,
         the turn goes on, none of them ends it (a stop id, `max_tokens`) and, where the text mends the ids, each
-        event has text. Otherwise its events are fed one by one."""
+        event had ids and text of its own (`aligned`). Otherwise its events are fed one by one."""
         ids = run.ids
         return (bool(ids) and self._ours is None and self._upstream is None and self._stop_ids.isdisjoint(ids)
                 and self.generated_tokens + len(ids) <= self._max_tokens
-                and (run.every_text or not self._text_mends_ids))
+                and (run.aligned or not self._text_mends_ids))
 
     def feed_run(self, run: TokenRun) -> GeneratedToken:
         """A run that `takes_whole` let through, as one piece (the last id stands for the run, as `together` makes
         one of a read's tokens): the text that feeding its events one by one gives, without an object per id.
         With `text_mends_ids` that is the run's own text: each event's is either what its ids decode to or what
-        mends them (an event without text, a control token's, would keep its decoded tag: `takes_whole` leaves
-        such a run to be fed one by one)."""
+        mends them (an event without text, a control token's, keeps its decoded tag, and one without ids adds
+        nothing: `takes_whole` leaves such a run to be fed one by one)."""
         ids = run.ids
         decoded = self._detokenizer.push_all(ids)
         self.generated_tokens += len(ids)

@@ -158,8 +158,9 @@ class TokenRun:
 
     ids: list[int]
     text: str
-    every_text: bool = True
-    """Whether each event had text of its own (llama-server's control tokens come with none)."""
+    aligned: bool = True
+    """Whether each event had both ids and text of its own (llama-server's control tokens come with no text), so
+    that the run's text stands for its ids as the events' own texts would."""
 
 
 def token_run(datas: list[bytes], native: bool) -> TokenRun | None:
@@ -174,6 +175,7 @@ def token_run(datas: list[bytes], native: bool) -> TokenRun | None:
         return None
     ids: list[int] = []
     texts = []
+    aligned = True
     for payload in payloads:
         if type(payload) is not dict or "error" in payload or "prompt_progress" in payload:
             return None
@@ -192,7 +194,8 @@ def token_run(datas: list[bytes], native: bool) -> TokenRun | None:
             return None
         ids += token_ids
         texts.append(text)
-    return TokenRun(ids, "".join(texts), all(texts))
+        aligned = aligned and bool(text) and bool(token_ids)
+    return TokenRun(ids, "".join(texts), aligned)
 
 
 def parse_event(data: bytes | str) -> UpstreamChunk | None:

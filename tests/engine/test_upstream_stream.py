@@ -183,7 +183,7 @@ def _fed_in_runs(stream: TokenStream, chunks: list[UpstreamChunk], size: int) ->
         read = chunks[start:start + size]
         tokens_only = all(c.token_ids is not None and c.finish_reason is None for c in read)
         run = TokenRun([i for c in read for i in (c.token_ids or ())], "".join(c.text for c in read),
-                       all(c.text for c in read))
+                       all(c.text and c.token_ids for c in read))
         if size > 1 and tokens_only and stream.takes_whole(run):
             out.append(stream.feed_run(run).text)
         else:
@@ -248,7 +248,7 @@ def test_a_run_after_the_turn_ended_or_without_ids_is_not_taken_whole(tokenizer)
     assert not stream.takes_whole(TokenRun([5, IM_END], "a"))
     assert not _stream(tokenizer, max_tokens=2).takes_whole(TokenRun([5, 6, 7], "abc"))
     mending = TokenStream(tokenizer, frozenset({IM_END}), 100, text_mends_ids=True)
-    assert not mending.takes_whole(TokenRun([5, 1], "a", every_text=False)) and stream.takes_whole(
-        TokenRun([5, 1], "a", every_text=False))
+    assert not mending.takes_whole(TokenRun([5, 1], "a", aligned=False)) and stream.takes_whole(
+        TokenRun([5, 1], "a", aligned=False))
     stream.feed(UpstreamChunk(token_ids=(IM_END,)))
     assert not stream.takes_whole(TokenRun([5, 6], "ab"))

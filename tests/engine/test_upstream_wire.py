@@ -198,9 +198,10 @@ def test_a_read_of_plain_token_events_is_one_run_of_ids_and_text():
     from maya_server.engine.upstream_wire import token_run
 
     native = token_run([_native("The", (504,)), _native(" sun", (2388,)), _native("", [])], native=True)
-    assert (native.ids, native.text, native.every_text) == ([504, 2388], "The sun", False)  # the last had none
+    assert (native.ids, native.text, native.aligned) == ([504, 2388], "The sun", False)  # the last had none
     vllm = token_run([_openai("The", (504,)), _openai(" sun had", (2388, 761))], native=False)
-    assert (vllm.ids, vllm.text, vllm.every_text) == ([504, 2388, 761], "The sun had", True)
+    assert (vllm.ids, vllm.text, vllm.aligned) == ([504, 2388, 761], "The sun had", True)
+    assert not token_run([_native("The", (504,)), _native(" sun", [])], native=True).aligned  # text without ids
     listed = orjson.dumps({"choices": [{"index": 0, "text": "x", "token_ids": [9], "finish_reason": None}]})
     assert token_run([listed, listed], native=False).ids == [9, 9]
 
