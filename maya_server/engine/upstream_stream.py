@@ -17,6 +17,10 @@ text. With `text_mends_ids` (llama-server), a chunk whose text is not what its i
 decode to is such a chunk: its text is taken as the token's, and the final usage gives
 the real count. (A control token's text is empty there, so it is never mistaken for one.)
 
+A read of several plain token events (`upstream_wire.token_run`) may be fed whole (`takes_whole`, `feed_run`):
+one decode for all its ids and one piece, the same text as its events fed one by one; a read that ends the turn,
+or whose text would have to mend ids event by event, is fed one by one.
+
 The counts are the engine's own (`counts()`, for `Engine.generate`): the ids
 taken, not the pieces yielded (a character held back at the end comes as one
 more piece of the last id). `counts_news` says when `generate` must be told.
