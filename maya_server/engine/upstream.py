@@ -229,7 +229,7 @@ class UpstreamEngine(Engine):
                 raise error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
             async for fields in answer.batches():
                 tokens, finished = [], False
-                run = _token_run(fields, native)
+                run = None if stream.text_only else _token_run(fields, native)  # text without ids: never a run
                 whole = run is not None and stream.takes_whole(run)  # a busy stream's every read but its last
                 if whole:
                     tokens = [stream.feed_run(run)]  # one piece already: `together` keeps it
