@@ -10,8 +10,9 @@ its figure is `cached_tokens / prompt_tokens` over all continuations (from each
 response's usage) and their median time to first token (the first text delta).
 
 Measured against llama-server alone (the same binary Maya builds, on the same
-model with the same slots, context per slot and RAM prompt cache, driven on
-its own `/v1/chat/completions`) and against Maya (`python -m maya_server`,
+model with the same slots, context per slot, RAM prompt cache and attention
+kernel, driven on its own `/v1/chat/completions`; `--alone-flash-attn auto`
+runs it as llama-server starts when not told) and against Maya (`python -m maya_server`,
 its embedded engine) for three ways of continuing: Chat Completions with the
 whole history, Responses with the whole history (`store: false`), Responses
 with `previous_response_id` (Maya holds the history). Printed: each one's
@@ -50,6 +51,7 @@ from maya_process import start_maya  # noqa: E402
 from streamed_chat import stream_chat  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
+from maya_server.engine.llama_server import FLASH_ATTENTION  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
 from tests.llama_server import LlamaServer  # noqa: E402
 
@@ -220,11 +222,11 @@ def run_trace(base_url: str, api: str, shape: TraceShape = TraceShape(), *, mode
 
 
 def llama_server_alone(model: str, slots: int, ctx: int, threads: int, cache_ram_mib: int,
-                       log_path: Path | None = None) -> LlamaServer:
+                       log_path: Path | None = None, flash_attn: str = FLASH_ATTENTION) -> LlamaServer:
     """llama-server as Maya's embedded engine starts it (slots × ctx, separate KV per slot, the same RAM prompt
-    cache), listening on 127.0.0.1 with its own OpenAI API."""
+    cache and attention kernel), listening on 127.0.0.1 with its own OpenAI API."""
     return LlamaServer(model, ctx=slots * ctx, parallel=slots, threads=threads, log_path=log_path,
-                       extra_args=("--no-kv-unified", "--cache-ram", str(cache_ram_mib)))
+                       extra_args=("--no-kv-unified", "--cache-ram", str(cache_ram_mib), "--flash-attn", flash_attn))
 
 
 def describe(name: str, result: TraceResult, baseline: TraceResult | None) -> str:
@@ -258,17 +260,21 @@ def main() -> None:
                       help="alone and every Maya run, in turn, this many times: each round's ratios are to its own "
                            "alone run, and with several rounds their medians are printed too")
     args.add_argument("--llama-log", type=Path, help="keep the baseline llama-server's log here")
+    args.add_argument("--alone-flash-attn", default=FLASH_ATTENTION, choices=("on", "off", "auto"),
+                      help="the baseline's --flash-attn: Maya's child's by default (the same kernel on both sides); "
+                           "auto is what llama-server does when not told")
     opts = args.parse_args()
     model = default_model_path()
     shape = TraceShape(sessions=opts.sessions, turns=opts.turns)
     prefills = [p for p in opts.prefill_concurrency.split(",") if p]
     ratios: dict[str, list[float]] = {}
     print(f"sessions={shape.sessions} turns={shape.turns} slots={opts.slots}x{opts.ctx} threads={opts.threads} "
-          f"cache-ram={opts.cache_ram_mib} MiB (ratio target >= 0.95, TTFT ratio target <= 0.8)", flush=True)
+          f"cache-ram={opts.cache_ram_mib} MiB alone's flash-attn={opts.alone_flash_attn} (ratio target >= 0.95, TTFT ratio target <= 0.8)", flush=True)
     for round_ in range(opts.rounds):
         if opts.rounds > 1:
             print(f"round {round_ + 1}", flush=True)
-        llama = llama_server_alone(model, opts.slots, opts.ctx, opts.threads, opts.cache_ram_mib, opts.llama_log)
+        llama = llama_server_alone(model, opts.slots, opts.ctx, opts.threads, opts.cache_ram_mib, opts.llama_log,
+                                   opts.alone_flash_attn)
         try:
             baseline = run_trace(llama.url, "chat", shape)
         finally:

@@ -44,6 +44,7 @@ from maya_process import start_maya  # noqa: E402
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.families import get_family  # noqa: E402
+from maya_server.engine.llama_server import FLASH_ATTENTION  # noqa: E402
 from maya_server.engine.llama_tokenizer import LlamaServerTokenizer, TokenCache  # noqa: E402
 from maya_server.families.detection import family_from_template  # noqa: E402
 from maya_server.model.gguf_metadata import read_gguf_metadata  # noqa: E402
@@ -128,7 +129,8 @@ def main() -> None:
     args.add_argument("--model", help="another GGUF (default: the shipped SmolLM2)")
     opts = args.parse_args()
     model = opts.model or default_model_path()
-    llama = LlamaServer(model, ctx=SLOTS * CTX, parallel=SLOTS, threads=opts.threads)
+    llama = LlamaServer(model, ctx=SLOTS * CTX, parallel=SLOTS, threads=opts.threads,
+                        extra_args=("--flash-attn", FLASH_ATTENTION))  # the attention kernel Maya's child runs
     ids = [prompt_ids(model, llama.url, p) for p in PROMPTS]
     process, url = start_maya("--model", model, "--ctx", str(CTX), "--slots", str(SLOTS), "--threads", str(opts.threads))
     one, four, ttft_ratio = {"maya": [], "direct": []}, {"maya": [], "direct": []}, []

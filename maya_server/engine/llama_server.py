@@ -71,6 +71,15 @@ CHILD_ENVIRONMENT = (
 """The variables of Maya's environment the child inherits; nothing else reaches it."""
 BASE_URL = "http://llama-server"
 """The URL httpx is given for the Unix socket (only the path part matters)."""
+FLASH_ATTENTION = "off"
+"""llama-server's `--flash-attn` for Maya's child. Maya builds llama-server for the CPU only, and there
+llama.cpp's `auto` turns flash attention on, whose CPU kernel is the slower one for what agents do: short
+additions to a long context, then decoding. Measured on a 2-core x86 VM (AVX-512), SmolLM2-135M, 1 thread, a
+1.2k-token context: 14 new prompt tokens 148–213 ms off against 609–845 on, decoding 28–35 ms a token against
+64–82; a cold 1.2k-token prompt 13.8–18.3 s off against 11.0–13.5 on. On the agent trace
+(`bench/agent_trace.py`) a continuation's first token came 2–4× sooner. llama.cpp's own reports agree for
+other CPUs' prefill (issues #26559 and #27086: Arm Neoverse). An operator whose CPU does better with it adds
+`--engine-arg=--flash-attn --engine-arg=on` (operator flags come last, and llama-server keeps the last)."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -207,6 +216,7 @@ class LlamaServerProcess:
             # Maya chooses each request's slot (`id_slot`, slot_choice.py); at 1 no slot ever counts as similar
             # enough to keep as it is, so llama-server restores a better state from its RAM cache first
             "--slot-prompt-similarity", "1",
+            "--flash-attn", FLASH_ATTENTION,
         ]
         if o.threads:
             argv += ["--threads", str(o.threads)]

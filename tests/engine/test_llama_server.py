@@ -56,6 +56,20 @@ def test_operator_flags_come_after_mayas_own(tmp_path):
     assert words[-4:-1] == ["--no-repack", "-fa", "on"] and words.index("--model") < words.index("--no-repack")
 
 
+def test_the_child_runs_without_flash_attention_and_an_operator_can_turn_it_on(tmp_path):
+    """Maya's CPU build decodes a long context faster without it (`FLASH_ATTENTION`); llama-server keeps the last
+    `--flash-attn` it is given, so the operator's, which come after Maya's, win."""
+    argv = tmp_path / "argv"
+    binary = fake_llama_server(tmp_path / "llama-server", f'printf "%s\\n" "$@" > {argv}\nexit 3\n')
+    for extra, last in (((), "off"), (("--flash-attn", "on"), "on")):
+        options = LlamaServerOptions(binary=binary, model="m.gguf", slots=1, ctx=512, extra_args=extra)
+        with pytest.raises(EngineStartError):
+            LlamaServerProcess(options).start()
+        words = argv.read_text().split("\n")
+        given = [words[i + 1] for i, word in enumerate(words) if word == "--flash-attn"]
+        assert given[0] == "off" and given[-1] == last
+
+
 def test_a_crash_while_loading_says_what_happened_and_what_to_try(tmp_path):
     binary = fake_llama_server(tmp_path / "llama-server", 'echo "load_tensors: loading model tensors"\nkill -SEGV $$\n')
     with pytest.raises(EngineStartError) as caught:
