@@ -12,8 +12,8 @@ response's usage) and their median time to first token (the first text delta).
 Measured against llama-server alone (the same binary Maya builds, on the same
 model with the same slots, context per slot, RAM prompt cache and attention
 kernel, driven on its own `/v1/chat/completions`; `--alone-flash-attn auto`
-runs it as llama-server starts when not told) and against Maya (`python -m maya_server`,
-its embedded engine) for three ways of continuing: Chat Completions with the
+runs it as llama-server starts when not told) and against Maya (`python -m
+maya_server`, its embedded engine) for three ways of continuing: Chat Completions with the
 whole history, Responses with the whole history (`store: false`), Responses
 with `previous_response_id` (Maya holds the history). Printed: each one's
 continuation cached ratio (target ≥ 0.95), its median continuation TTFT ÷
@@ -269,7 +269,8 @@ def main() -> None:
     prefills = [p for p in opts.prefill_concurrency.split(",") if p]
     ratios: dict[str, list[float]] = {}
     print(f"sessions={shape.sessions} turns={shape.turns} slots={opts.slots}x{opts.ctx} threads={opts.threads} "
-          f"cache-ram={opts.cache_ram_mib} MiB alone's flash-attn={opts.alone_flash_attn} (ratio target >= 0.95, TTFT ratio target <= 0.8)", flush=True)
+          f"cache-ram={opts.cache_ram_mib} MiB alone's flash-attn={opts.alone_flash_attn} "
+          "(ratio target >= 0.95, TTFT ratio target <= 0.8)", flush=True)
     for round_ in range(opts.rounds):
         if opts.rounds > 1:
             print(f"round {round_ + 1}", flush=True)
