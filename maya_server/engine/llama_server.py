@@ -78,7 +78,7 @@ additions to a long context, then decoding. Measured on a 2-core x86 VM (AVX-512
 1.2k-token context: 14 new prompt tokens 148–213 ms off against 609–845 on, decoding 28–35 ms a token against
 64–82; a cold 1.2k-token prompt 13.8–18.3 s off against 11.0–13.5 on. On the agent trace
 (`bench/agent_trace.py`, 8 sessions on 4 slots) a continuation's 41 new tokens took 0.5–1.3 s to evaluate
-instead of 4.2–7.1, and its median time to first token fell from 17–24 s to 5.7–7.2 s. Reports on
+instead of 4.2–7.1, and its median time to first token fell from 17–24 s to 5.7–7.4 s (two runs). Reports on
 llama.cpp's tracker agree for other CPUs' prefill (issues #26559 and #27086, Arm Neoverse). An operator whose
 CPU does better with it adds `--engine-arg=--flash-attn --engine-arg=on` (operator flags come after Maya's,
 and llama-server keeps the last value it is given)."""
