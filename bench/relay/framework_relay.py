@@ -85,8 +85,8 @@ def main() -> None:
     args.add_argument("--gather-ms", type=float, default=0, help="hold each stream this long after a read "
                       "(Maya's --relay-batch-ms; Maya holds only while tokens flow beside other streams)")
     opts = args.parse_args()
-    uvicorn.run(create_app(opts.upstream_port, opts.tokens, opts.gather_ms), host="127.0.0.1", port=opts.port, loop="uvloop",
-                http="httptools", log_level="warning")
+    uvicorn.run(create_app(opts.upstream_port, opts.tokens, opts.gather_ms), host="127.0.0.1", port=opts.port,
+                loop="uvloop", http="httptools", log_level="warning")
 
 
 if __name__ == "__main__":
