@@ -19,6 +19,9 @@ pieces so this file does not match itself)."""
 COPIED_SCHEMA = "tests/open_responses/"
 """The Open Responses schema, copied with its own NOTICE and LICENSE: left as published."""
 DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
+PENDING = "docs/pending-"
+"""Notes other work leaves for the docs (`docs/pending-<topic>.md`), to be folded into their homes: their links must
+resolve, but they need not link anywhere."""
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -59,7 +62,7 @@ def anchors(document: Path) -> set[str]:
 def test_every_relative_link_resolves(name):
     document = ROOT / name
     links = [target for target in LINK.findall(document.read_text()) if "://" not in target]
-    assert links, "the README and each docs page link to one another"
+    assert links or name.startswith(PENDING), "the README and each docs page link to one another"
     for target in links:
         path, _, anchor = target.partition("#")
         linked = (document.parent / path).resolve() if path else document
@@ -73,9 +76,10 @@ def test_the_readme_links_the_responses_contract():
 
 
 def test_every_setting_is_documented():
-    readme = (ROOT / "README.md").read_text()
+    """Somewhere in the README or docs/ (tests/test_docs_configuration.py holds docs/configuration.md to each)."""
+    docs = "\n".join((ROOT / name).read_text() for name in DOCUMENTS)
     missing = [name for name in PARSERS
-               if f"`{name}`" not in readme and not re.search(re.escape("--" + name.replace("_", "-")) + r"\b", readme)]
+               if f"`{name}`" not in docs and not re.search(re.escape("--" + name.replace("_", "-")) + r"\b", docs)]
     assert missing == []
 
 
