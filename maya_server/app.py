@@ -127,7 +127,9 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.include_router(resources_router(records))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
-        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
+        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats(),
+                                        "unstored": records.unstored.stats()},
+                  "mcp": hub.summary},
     ))
 
     return app

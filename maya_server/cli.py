@@ -209,7 +209,7 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     from .app import create_app
     from .http.protocol import serving_protocols
     from .http.shutdown import GracefulServer
-    from .engine_setup import resolve_family, template_family
+    from .engine_setup import context_source, resolve_family, template_family
 
     detected = template_family(engine)
     try:
@@ -218,8 +218,12 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
         return 2
     app = create_app(config, engine)
+    source = context_source(config, engine.context_size)
     print(f"{prog}: {config.family} family ({_family_source(config, detected)}); context {engine.context_size} tokens "
-          f"per sequence ({_context_source(config)}), {engine.slots} at once", flush=True)
+          f"per sequence ({source}), {engine.slots} at once", flush=True)
+    if config.ctx is not None and engine.context_size < config.ctx:
+        logging.getLogger("maya").warning("--ctx %d was asked, but the engine serves %d tokens per sequence (%s)",
+                                          config.ctx, engine.context_size, source)
     print(f"{prog}: serving {config.served_model_name} ({config.family}) on http://{config.host}:{config.port}", flush=True)
     # On SIGTERM open streams end with a terminal event and jobs are cancelled first (GracefulServer);
     # anything still open after this grace period is cancelled by uvicorn.
@@ -234,12 +238,6 @@ def _family_source(config: ServerConfig, detected: str | None) -> str:
     if config.family_explicit:
         return "as configured"
     return "from the model's chat template" if detected else "the template names none: the default"
-
-
-def _context_source(config: ServerConfig) -> str:
-    if config.ctx is not None:
-        return "--ctx"
-    return "the model's training context" if config.engine == "llamacpp" else "the engine's own"
 
 
 def main() -> None:

@@ -10,11 +10,13 @@ here that becomes a `ConfigError` naming the setting the option came from
 exits 2. A child that crashed while loading is an `EngineStartError` with
 its exit status, to which `crash_advice` adds what to try. The engine reports
 the chat template it read; the family it names is decided here too
-(`template_family`, `resolve_family`), against `--family`.
+(`template_family`, `resolve_family`), against `--family`, and so is how
+start-up words where the family and the context came from (`context_source`).
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Mapping
 from .config import ServerConfig
 from .engine.base import DEFAULT_CTX, Engine
 from .errors import ConfigError, EngineOptionError, EngineStartError
-from .families.detection import contradicts, family_from_template
+from .families.detection import base_family, contradicts, family_from_template
 
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
     from .engine.llamacpp import EmbeddedOptions
@@ -48,6 +50,8 @@ WORDING = {
 }
 """`EngineOptionError.reason` -> the message that says which setting to change, where the engine's fact alone
 would leave the operator guessing."""
+log = logging.getLogger(__name__)
+
 MMPROJ_HINT = "start Maya with --mmproj FILE (config key mmproj, MAYA_MMPROJ), the model's mmproj GGUF"
 """Added to the embedded engine's refusal of images: the setting that turns them on."""
 
@@ -143,7 +147,10 @@ def resolve_family(config: ServerConfig, detected: str | None) -> ServerConfig:
     """The config with the family to serve: the template's, unless a flag names one; a flag that
     contradicts the template is a `ConfigError` naming both, unless `force_family` is set."""
     if not config.family_explicit:
-        return replace(config, family=detected) if detected is not None else config
+        if detected is None:
+            _warn_default_family(config)
+            return config
+        return replace(config, family=detected)
     if contradicts(config.family, detected) and not config.force_family:
         raise ConfigError(
             "family",
@@ -151,3 +158,41 @@ def resolve_family(config: ServerConfig, detected: str | None) -> ServerConfig:
             f"drop --family to use {detected}, or add --force-family to serve {config.family} anyway",
         )
     return config
+
+
+DEFAULT_FAMILY_OTHERS = {
+    "glm": "a DeepSeek-V4.1 model needs maya-ds4",
+    "deepseek-v4": "a GLM model needs maya",
+}
+"""For a command's default family: the other command, the one a model of the other family needs."""
+
+
+def _warn_default_family(config: ServerConfig) -> None:
+    """A model whose chat template names no family (or that has none) is served in the command's default
+    family whatever its vocabulary: say so, and how to serve another (the scripted engine has no template)."""
+    if config.engine == "scripted":
+        return
+    other = DEFAULT_FAMILY_OTHERS.get(base_family(config.family))
+    log.warning(
+        "the model's chat template names no family Maya knows (or the model has none): serving it as %s, this "
+        "command's default. A model of another family would get prompts in a format it was not trained on: %s"
+        "--family NAME serves another (maya --help lists them)",
+        config.family, f"{other}, and " if other else "",
+    )
+
+
+def context_source(config: ServerConfig, served: int) -> str:
+    """Where the context per sequence that `served` tokens came from, as start-up says it: `--ctx` only when the
+    engine serves what `--ctx` asked (the embedded llama-server caps a context above the model's training
+    context, which then is where it came from)."""
+    if config.ctx is not None and served == config.ctx:
+        return "--ctx"
+    if config.ctx is not None:
+        capped_by = ("llama-server caps it at the model's training context" if config.engine == "llamacpp"
+                     else "the engine serves no more")
+        return f"--ctx asked {config.ctx}; {capped_by}"
+    if config.engine == "llamacpp":
+        return "the model's training context"
+    if config.engine == "scripted":
+        return "Maya's default"
+    return "the engine's own"

@@ -10,7 +10,9 @@ import pytest
 from maya_server.config import ServerConfig
 from maya_server.engine.base import DEFAULT_CTX
 from maya_server.engine.scripted import ScriptedEngine
-from maya_server.engine_setup import create_engine, embedded_options, upstream_options
+from maya_server.engine_setup import (
+    context_source, create_engine, embedded_options, resolve_family, upstream_options,
+)
 from maya_server.errors import ConfigError
 
 
@@ -52,3 +54,37 @@ def test_a_start_that_cannot_happen_names_the_setting(config, setting):
     with pytest.raises(ConfigError) as caught:
         create_engine(config)
     assert caught.value.name == setting
+
+
+WARNED = "names no family Maya knows"
+
+
+@pytest.mark.parametrize(("default", "names"), [("glm", "maya-ds4"), ("deepseek-v4", "needs maya")])
+def test_a_model_with_no_family_in_its_template_is_served_by_default_with_a_warning(caplog, default, names):
+    config = ServerConfig(family=default, family_explicit=False)
+    with caplog.at_level("WARNING", logger="maya_server.engine_setup"):
+        assert resolve_family(config, None).family == default
+    [record] = [r for r in caplog.records if WARNED in r.getMessage()]
+    assert record.levelname == "WARNING"
+    assert names in record.getMessage() and "--family" in record.getMessage()
+
+
+@pytest.mark.parametrize("config, detected", [
+    (ServerConfig(family="glm", family_explicit=False), "chatml"),    # the template decides
+    (ServerConfig(family="glm", family_explicit=True), None),         # the operator did
+    (ServerConfig(family="glm", family_explicit=False, engine="scripted"), None),  # no model, no template
+])
+def test_no_warning_when_the_family_is_known(caplog, config, detected):
+    with caplog.at_level("WARNING"):
+        resolve_family(config, detected)
+    assert not [r for r in caplog.records if WARNED in r.getMessage()]
+
+
+def test_the_context_is_credited_where_it_came_from():
+    assert context_source(ServerConfig(ctx=4096), 4096) == "--ctx"
+    assert context_source(ServerConfig(ctx=16384), 8192) == \
+        "--ctx asked 16384; llama-server caps it at the model's training context"
+    assert context_source(ServerConfig(ctx=16384, engine="upstream"), 8192) == "--ctx asked 16384; the engine serves no more"
+    assert context_source(ServerConfig(), 8192) == "the model's training context"
+    assert context_source(ServerConfig(engine="upstream"), 32768) == "the engine's own"
+    assert context_source(ServerConfig(engine="scripted"), DEFAULT_CTX) == "Maya's default"

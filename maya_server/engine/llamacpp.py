@@ -111,11 +111,12 @@ class LlamaCppEngine(UpstreamEngine):
             raise EngineOptionError("mmproj", f"no such file: {options.mmproj}", value=options.mmproj)
         metadata = _metadata(options.model)
         vocabulary = _vocabulary(metadata)
-        ctx = options.ctx or training_context(metadata) or DEFAULT_CTX
+        trained = training_context(metadata)
+        ctx = options.ctx or trained or DEFAULT_CTX
         process = LlamaServerProcess(child_options(options, binary=_binary(), ctx=ctx))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
-                 Path(options.model).name, options.slots, ctx,
-                 "as configured" if options.ctx else "the model's training context", options.cache_ram_mib)
+                 Path(options.model).name, options.slots, ctx, _context_origin(options.ctx, trained),
+                 options.cache_ram_mib)
         process.start()  # an EngineStartError has stopped the child already
         client = httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(), timeout=30)
         try:
@@ -153,6 +154,16 @@ class LlamaCppEngine(UpstreamEngine):
         if isinstance(self.tokenizer, LlamaServerTokenizer):
             self.tokenizer.close()
         self.process.stop()
+
+
+def _context_origin(configured: int | None, trained: int | None) -> str:
+    """Where the context asked of llama-server comes from; a configured one past the model's training context is
+    capped there by llama-server, which the start-up line says rather than promise what will not be served."""
+    if configured is None:
+        return "the model's training context" if trained else "the default: the model states no training context"
+    if trained and configured > trained:
+        return f"as configured; llama-server caps a slot at the model's training context, {trained}"
+    return "as configured"
 
 
 def child_options(options: EmbeddedOptions, **worked_out) -> LlamaServerOptions:

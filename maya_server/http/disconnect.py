@@ -34,17 +34,21 @@ async def race_disconnect(receive: Receive, work: Awaitable[T]) -> T:
 
 async def unless(stop: Awaitable[None], work: Awaitable[T], interrupted: Callable[[], Exception]) -> T:
     """Run `work`; if `stop` completes first, cancel the work, wait for it to unwind, and raise
-    `interrupted()`."""
+    `interrupted()`. Cancelled from outside (an outer `unless` whose own stop came), it cancels the work
+    the same way and lets the cancellation go on: only its own stop is `interrupted()`, so a client
+    that leaves a stream is not mistaken for the server shutting down."""
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(stop)
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        stopped = watcher.done() and not watcher.cancelled()
         watcher.cancel()
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            raise interrupted()
+            if stopped:
+                raise interrupted()
     return task.result()
 
 

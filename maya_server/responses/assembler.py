@@ -60,7 +60,8 @@ def _output_text(text: str) -> dict:
 class ResponseAssembler:
     """`on_finish`, when given, is called with the final snapshot of a completed or incomplete
     response before its terminal event exists (the store saves it there); if it raises a
-    `MayaError` the response fails with that error instead."""
+    `MayaError` the response fails with that error instead. `on_unsaved`, when given, is called with
+    the response's id and `failed` or `cancelled` when it ends that way (so never saved)."""
 
     def __init__(
         self,
@@ -69,9 +70,11 @@ class ResponseAssembler:
         model: str,
         response_id: str | None = None,
         on_finish: Callable[[dict], None] | None = None,
+        on_unsaved: Callable[[str, str], None] | None = None,
     ) -> None:
         self.id = response_id or new_id("resp")
         self._on_finish = on_finish
+        self._on_unsaved = on_unsaved
         self.created_at = int(time.time())
         self.status = "in_progress"
         self._envelope = response_envelope(request, model)
@@ -119,6 +122,7 @@ class ResponseAssembler:
         standard `error` event (there is no `response.cancelled` event in the API)."""
         events = self._close_open("incomplete") + self._close_started_calls()
         self.status = "cancelled"
+        self._unsaved()
         message = "The response was cancelled before it finished."
         return events + [self._event("error", code="response_cancelled", message=message, param=None)]
 
@@ -130,6 +134,7 @@ class ResponseAssembler:
         events = self._close_open("incomplete") + self._close_started_calls()
         self.status = "failed"
         self.error = {"code": "server_error", "message": error.message}
+        self._unsaved()
         return events + [self._event("error", code=error.code, message=error.message, param=error.param)]
 
     def on_event(self, event: PipelineEvent) -> list[dict]:
@@ -258,6 +263,10 @@ class ResponseAssembler:
                 events.append(self._event("response.output_item.done", output_index=item.output_index, item=item.body()))
         return events
 
+    def _unsaved(self) -> None:
+        if self._on_unsaved is not None:
+            self._on_unsaved(self.id, self.status)
+
     def fail(self, error: MayaError) -> list[dict]:
         """Fail the response from outside the pipeline (a deadline, an event too large to keep)."""
         return self._close_open("incomplete") + self._failure(error)
@@ -269,6 +278,7 @@ class ResponseAssembler:
         self.incomplete_details = None
         # The response object's error.code is OpenAI's enum; Maya's specific code travels in the `error` event.
         self.error = {"code": "server_error", "message": error.message}
+        self._unsaved()
         return events + [
             self._event("error", code=error.code, message=error.message, param=error.param),
             self._event("response.failed", response=self.snapshot()),

@@ -18,12 +18,17 @@ outlive the store's copy (evicted, TTL). The policy is decided here, once:
   store answers as it is; any other response is a 400.
 
 Every lookup is scoped to the caller's key (a hash): another key's, expired,
-evicted, deleted and unknown ids are all the same 404. Errors are `MayaError`s
+evicted, deleted and unknown ids are all the same 404. A `store:true` response
+that ended unsaved (failed, cancelled, its client gone) is a 404 that says so
+(`UnstoredResponses`), for its own key only. Errors are `MayaError`s
 (OpenAI-shaped codes); translating to HTTP is the routes' part, so this module
 and what it owns never import the HTTP layer.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
 
 import orjson
 
@@ -32,25 +37,42 @@ from .jobs import Job, JobManager
 from .request import ResponsesRequest
 from .store import Continuation, ResponseStore
 from .stored_turn import StoredTurn
+from .unstored import UnstoredResponses
 
 
 class ResponseRecords:
     """Owns the background job records and the response store; see the module docstring for the policy."""
 
-    def __init__(self, jobs: JobManager, store: ResponseStore) -> None:
+    def __init__(self, jobs: JobManager, store: ResponseStore, unstored: UnstoredResponses | None = None) -> None:
         self.jobs = jobs
         self.store = store
+        self.unstored = unstored or UnstoredResponses()
+
+    @contextmanager
+    def _explained(self, owner: str, response_id: str) -> Iterator[None]:
+        """A 404 for an id this owner asked to store and that ended unsaved says so, instead of the general hint."""
+        try:
+            yield
+        except NotFoundError as exc:
+            why = self.unstored.explain(owner, response_id)
+            if why is None:
+                raise
+            raise NotFoundError(why, param=exc.param) from None
 
     def retrieve(self, owner: str, response_id: str) -> dict:
         """The response as its owner sees it now: a retained job's live snapshot, else the stored copy (404)."""
         job = self.jobs.find(owner, response_id)
-        return job.snapshot() if job is not None else self.store.get(owner, response_id)
+        if job is not None:
+            return job.snapshot()
+        with self._explained(owner, response_id):
+            return self.store.get(owner, response_id)
 
     def streamable(self, owner: str, response_id: str) -> Job:
         """The job whose retained events a reader replays: 404 when unknown, 409 when only stored."""
         job = self.jobs.find(owner, response_id)
         if job is None:
-            self.store.get(owner, response_id)  # 404 when unknown
+            with self._explained(owner, response_id):
+                self.store.get(owner, response_id)  # 404 when unknown
             raise ConflictError(
                 f"The events of response '{response_id}' are not retained (it is not a background response, "
                 "or its record has expired). Retrieve it without 'stream'.",
@@ -63,8 +85,9 @@ class ResponseRecords:
         releases it). Every refusal of `previous_response_id` comes from here, before generation."""
         base, carried = None, []
         if request.previous_response_id is not None:
-            base, carried = self._continued(owner, request.previous_response_id)
-        return StoredTurn(self.store, owner, request, base, carried)
+            with self._explained(owner, request.previous_response_id):
+                base, carried = self._continued(owner, request.previous_response_id)
+        return StoredTurn(self.store, owner, request, base, carried, unstored=self.unstored)
 
     def _continued(self, owner: str, response_id: str) -> tuple[Continuation | None, list[dict]]:
         """The store's copy pinned, or (evicted from the store) the retained record's history to carry."""
@@ -81,7 +104,8 @@ class ResponseRecords:
     def input_items(self, owner: str, response_id: str, *, order: str, limit: int, after: str | None) -> dict:
         """One page of the response's input items (a list object), newest first when `order` is "desc";
         `after` is an item id of that response (400 when it is not one)."""
-        items = self._input_items(owner, response_id)
+        with self._explained(owner, response_id):
+            items = self._input_items(owner, response_id)
         if order == "desc":
             items = items[::-1]
         start = _position_after(items, after) if after is not None else 0
@@ -108,17 +132,20 @@ class ResponseRecords:
         """Forget the response everywhere it is kept: 409 while its job is active, 404 when it is nowhere."""
         had_record = self.jobs.delete(owner, response_id)  # 409 while the job is active
         try:
-            self.store.delete(owner, response_id)
+            with self._explained(owner, response_id):
+                self.store.delete(owner, response_id)
         except NotFoundError:
             if not had_record:
                 raise
+        self.unstored.forget(owner, response_id)
 
     async def cancel(self, owner: str, response_id: str) -> dict:
         """Cancel a background response (idempotent) and return its state; any other response is a 400."""
         job = self.jobs.find(owner, response_id)
         if job is not None:
             return await self.jobs.cancel(job)
-        stored = self.store.get(owner, response_id)  # 404 when unknown
+        with self._explained(owner, response_id):
+            stored = self.store.get(owner, response_id)  # 404 when unknown
         if not stored.get("background"):
             raise InvalidRequestError("Only background responses can be cancelled.", param=None)
         return stored  # a finished background response: cancelling again changes nothing

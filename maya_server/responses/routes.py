@@ -66,7 +66,8 @@ def responses_router(
         prepared = None
         if not image_parts(conversation):
             prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
-        assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
+        assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None,
+                                      on_unsaved=turn.not_saved)
         gate = publish_gate(conversation, body.output_format)
         generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
         return start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream))
@@ -84,7 +85,8 @@ def responses_router(
                 admission.release()
             raise
         admission = admission or service.admit()
-        assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None)
+        assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None,
+                                      on_unsaved=turn.not_saved)
         gate = publish_gate(conversation, body.output_format)
         events = gated(service.run(prepared, admission), gate)
         if body.stream:
@@ -110,6 +112,8 @@ def _answer_stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineE
     turn.hand_over()
 
     def release() -> None:
+        if not assembler.finished:  # the client left (a shutdown's farewell has finished it)
+            turn.not_saved(assembler.id, "abandoned")
         admission.release()
         turn.release()
 

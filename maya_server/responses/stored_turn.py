@@ -23,7 +23,10 @@ Which history a turn continues is decided by `ResponseRecords.open_turn`
 this turn either the store's copy, already pinned, or, when the store has
 evicted a background response whose job record is still retained, that
 record's items, which are then stored again with this turn. `save` is the
-assembler's `on_finish`: it runs before the terminal event.
+assembler's `on_finish`: it runs before the terminal event. `not_saved` is
+called instead when a `store:true` response ends without being saved (the
+assembler's `on_unsaved`, or the stream's close when its client left), so
+that asking for it later says why it is missing (`UnstoredResponses`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from .request import ResponsesRequest
 from .request_items import InputItem
 from .store import Continuation, ResponseStore
 from .stored_items import replay, stored_input_items
+from .unstored import UnstoredResponses
 
 
 class StoredTurn:
@@ -49,6 +53,8 @@ class StoredTurn:
         request: ResponsesRequest,
         base: Continuation | None = None,
         carried: Sequence[dict] = (),
+        *,
+        unstored: UnstoredResponses | None = None,
     ) -> None:
         """`base`: the continued stored response, pinned by the caller and released by this turn from now
         on (even when this constructor refuses); `carried`: a job record's history when the store has none."""
@@ -63,6 +69,7 @@ class StoredTurn:
         self.new_items: list[dict] = []
         self.prior: tuple[InputItem, ...] = ()
         self.handed_over = False
+        self.unstored = unstored
         try:
             self._prepare()
         except BaseException:
@@ -87,6 +94,11 @@ class StoredTurn:
     def save(self, snapshot: dict) -> None:
         """Store the finished response (called only when the request asked for `store:true`)."""
         self.store.put(self.owner, snapshot, self.new_items, self.base)
+
+    def not_saved(self, response_id: str, ending: str) -> None:
+        """A response that asked to be stored ended `ending` (`failed`, `cancelled`, `abandoned`) unsaved."""
+        if self.request.stored and self.unstored is not None:
+            self.unstored.note(self.owner, response_id, ending)
 
     def __enter__(self) -> StoredTurn:
         return self

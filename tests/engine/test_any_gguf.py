@@ -73,6 +73,11 @@ def test_the_command_with_only_a_model_serves_its_family_in_both_apis(tmp_path, 
     log = (tmp_path / "maya.log").read_text()
     source = "the template names none: the default" if "notemplate" in model else "from the model's chat template"
     assert f"{family} family ({source})" in log
+    warning = next((line for line in log.splitlines() if "names no family Maya knows" in line), None)
+    assert (warning is not None) == ("notemplate" in model), log  # served by default: said, once detected: not
+    if warning is not None:
+        assert "WARNING" in warning and "--family" in warning
+        assert ("maya-ds4" if program == "maya" else "needs maya") in warning
 
 
 @pytest.fixture(scope="module", params=["glm-5.1", "glm-4.7-flash", "deepseek-v4", "qwen3"])

@@ -245,6 +245,23 @@ def test_sigkill_of_maya_takes_the_child_down(tmp_path):
         process.kill()
 
 
+def test_a_ctx_over_the_training_context_is_not_credited_to_ctx(tmp_path):
+    """SmolLM2 was trained on 8192 tokens and llama-server caps a slot's context there: start-up says the context
+    served, and that it is not what --ctx asked (as for Codex's recipe, which needs 16384)."""
+    process, url = start_cli("--ctx", "16384", "--slots", "1", tmp_path=tmp_path)
+    try:
+        assert httpx.get(url + "/v1/status").json()["context_size"] == 8192
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    log = (tmp_path / "maya.log").read_text()
+    assert "context 8192 tokens per sequence (--ctx asked 16384; llama-server caps it at the model's training " \
+           "context)" in log, log
+    assert "(--ctx)" not in log
+    assert "1 slots x 16384 tokens (as configured; llama-server caps a slot at the model's training context, 8192)" in log
+    assert "WARNING maya: --ctx 16384 was asked, but the engine serves 8192 tokens per sequence" in log
+
+
 def test_a_family_that_contradicts_the_template_stops_start_up(tmp_path):
     result = subprocess.run([sys.executable, "-m", "maya_server", "--family", "glm", "--ctx", "512", "--slots", "1",
                              "--port", str(free_port())], capture_output=True, text=True, timeout=120)

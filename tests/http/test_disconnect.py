@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import httpx
+import asyncio
 
+import httpx
+import pytest
+
+from maya_server.http.disconnect import unless
 from tests.server import wait_for
 
 
@@ -49,3 +53,39 @@ def test_a_waiting_request_whose_client_leaves_never_reaches_the_engine(start_se
             assert wait_for(lambda: server.app.state.service.queue.waiting == 0)
     assert wait_for(lambda: server.app.state.service.queue.busy == 0)
     assert server.engine.calls == 1
+
+
+class Stopped(Exception):
+    pass
+
+
+def test_unless_cancelled_from_outside_is_cancelled_not_interrupted():
+    """A stream's pump races the client (outer) and the shutdown (inner): a client that leaves cancels the inner
+    race, which must not read as its own stop (the shutdown's farewell), but as the cancellation it is."""
+
+    async def main() -> None:
+        never = asyncio.Event()
+        work_cancelled = asyncio.Event()
+
+        async def work() -> None:
+            try:
+                await asyncio.sleep(10)
+            finally:
+                work_cancelled.set()
+
+        inner = asyncio.ensure_future(unless(never.wait(), work(), Stopped))
+        await asyncio.sleep(0.01)
+        inner.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await inner
+        assert work_cancelled.is_set()
+
+    asyncio.run(main())
+
+
+def test_unless_whose_stop_comes_first_is_interrupted():
+    async def main() -> None:
+        with pytest.raises(Stopped):
+            await unless(asyncio.sleep(0.01), asyncio.sleep(10), Stopped)
+
+    asyncio.run(main())
