@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.responses.api.sse import iter_frames, read_stream
+from tests.responses.api.test_background import DELAY, SLOW, background, wait_status
 from tests.server import wait_for
 
 GENERAL_HINT = 'Only responses created with "store": true are kept'
@@ -71,3 +72,19 @@ def test_status_counts_the_remembered_ids(start_server):
         read_stream(http, {"model": "m", "input": "hi", "store": True})
         unstored = http.get("/v1/status").json()["responses"]["unstored"]
     assert unstored["entries"] == 1 and unstored["limit"] == 4096 and unstored["noted"] == 1
+
+
+def test_a_cancelled_background_response_says_so_once_its_record_expired(start_server):
+    now = [1000.0]
+    server = start_server([SLOW], delay=DELAY, clock=lambda: now[0], environ={"MAYA_GLM_RESPONSES_JOB_TTL_S": "60"})
+    client = server.client()
+    job = background(client)
+    assert client.responses.cancel(job.id).status in ("cancelled", "in_progress")
+    assert wait_status(server, job.id, "cancelled")
+    now[0] += 61  # the task's record has expired: only the memory of unsaved responses knows the id
+    with server.http() as http:
+        message = error_of(http.get(f"/v1/responses/{job.id}"))["message"]
+        continued = error_of(http.post("/v1/responses", json={"model": "m", "input": "and?",
+                                                              "previous_response_id": job.id}))
+    assert "it was cancelled" in message and GENERAL_HINT not in message, message
+    assert continued["param"] == "previous_response_id" and "it was cancelled" in continued["message"]
