@@ -26,6 +26,8 @@ from .engine.base import DEFAULT_CTX, Engine
 from .errors import ConfigError, EngineOptionError, EngineStartError
 from .families.detection import base_family, contradicts, family_from_template
 
+log = logging.getLogger("maya")
+
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
     from .engine.llamacpp import EmbeddedOptions
     from .engine.replicas import ReplicaSetOptions
@@ -50,8 +52,6 @@ WORDING = {
 }
 """`EngineOptionError.reason` -> the message that says which setting to change, where the engine's fact alone
 would leave the operator guessing."""
-log = logging.getLogger(__name__)
-
 MMPROJ_HINT = "start Maya with --mmproj FILE (config key mmproj, MAYA_MMPROJ), the model's mmproj GGUF"
 """Added to the embedded engine's refusal of images: the setting that turns them on."""
 

@@ -62,7 +62,7 @@ WARNED = "names no family Maya knows"
 @pytest.mark.parametrize(("default", "names"), [("glm", "maya-ds4"), ("deepseek-v4", "needs maya")])
 def test_a_model_with_no_family_in_its_template_is_served_by_default_with_a_warning(caplog, default, names):
     config = ServerConfig(family=default, family_explicit=False)
-    with caplog.at_level("WARNING", logger="maya_server.engine_setup"):
+    with caplog.at_level("WARNING", logger="maya"):
         assert resolve_family(config, None).family == default
     [record] = [r for r in caplog.records if WARNED in r.getMessage()]
     assert record.levelname == "WARNING"
