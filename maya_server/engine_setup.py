@@ -10,11 +10,13 @@ here that becomes a `ConfigError` naming the setting the option came from
 exits 2. A child that crashed while loading is an `EngineStartError` with
 its exit status, to which `crash_advice` adds what to try. The engine reports
 the chat template it read; the family it names is decided here too
-(`template_family`, `resolve_family`), against `--family`.
+(`template_family`, `resolve_family`), against `--family`, and then checked
+against that template (`check_chat_template`, `--template-check`).
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 from dataclasses import replace
 from typing import TYPE_CHECKING, Mapping
@@ -25,6 +27,7 @@ from .errors import ConfigError, EngineOptionError, EngineStartError
 from .families.detection import contradicts, family_from_template
 
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
+    from .families.conformance import TemplateCheck
     from .engine.llamacpp import EmbeddedOptions
     from .engine.replicas import ReplicaSetOptions
     from .engine.upstream import UpstreamOptions
@@ -48,6 +51,7 @@ WORDING = {
 }
 """`EngineOptionError.reason` -> the message that says which setting to change, where the engine's fact alone
 would leave the operator guessing."""
+log = logging.getLogger("maya.engine_setup")
 MMPROJ_HINT = "start Maya with --mmproj FILE (config key mmproj, MAYA_MMPROJ), the model's mmproj GGUF"
 """Added to the embedded engine's refusal of images: the setting that turns them on."""
 
@@ -151,3 +155,21 @@ def resolve_family(config: ServerConfig, detected: str | None) -> ServerConfig:
             f"drop --family to use {detected}, or add --force-family to serve {config.family} anyway",
         )
     return config
+
+
+def check_chat_template(config: ServerConfig, engine: Engine) -> TemplateCheck:
+    """The start-up conformance check of the family against the engine's chat template (`--template-check`):
+    a difference is a WARNING, or with `fatal` a `ConfigError` naming the setting (exit 2)."""
+    from .families import get_family
+    from .families.conformance import TemplateCheck, check_template
+
+    if config.template_check == "off":
+        return TemplateCheck("off", config.family, detail="--template-check off")
+    report = check_template(config.family, get_family(config.family), engine.chat_template, engine.tokenizer)
+    if report.failed and config.template_check == "fatal":
+        raise ConfigError("template_check", f"{report.message()} (--template-check warn serves it anyway)")
+    if report.failed:
+        log.warning("%s", report.message())
+    else:
+        log.info("%s (%.0f ms)", report.message(), report.elapsed_ms)
+    return report

@@ -38,8 +38,6 @@ from .battery import BATTERY, template_messages, template_tools
 from .glm import EFFORT_53
 from .history import thinking_enabled
 
-TEMPLATE_CHECKS = ("warn", "fatal", "off")
-
 DEPARTURES: dict[str, str] = {
     "glm-5.2 effort": "efforts minimal/low/medium/high are written as `Reasoning Effort: High`; the template writes "
                       "High only for `high` and Max for anything else. A client asking for less thinking gets the "
