@@ -62,3 +62,15 @@ def test_the_battery_hands_templates_openai_messages():
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "tool"]
     assert messages[1]["tool_calls"][0]["function"]["arguments"] == {"city": "Paris", "days": 2}
     assert template_tools(BATTERY["system"]) is None
+
+
+@pytest.mark.parametrize("model", ["glm-5.2", "glm-5.3-flash"])
+def test_images_render_as_the_template_writes_them(model):
+    from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart
+
+    conversation = Conversation((Message("user", (TextPart("What is this? "), ImagePart("https://example.com/a.png"))),))
+    messages = [{"role": "user", "content": [{"type": "text", "text": "What is this? "},
+                                             {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]
+    expected = compile_template(template_text(model)).render(
+        messages=messages, tools=None, add_generation_prompt=True, **template_kwargs(TEMPLATES[model], conversation))
+    assert get_family(TEMPLATES[model]).render(conversation).text == expected
