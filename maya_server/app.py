@@ -52,9 +52,11 @@ from .responses.collectors import JobCollector, StoreCollector
 from .responses.jobs import JobManager
 
 
-def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> FastAPI:
+def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic,
+               template_check: dict | None = None) -> FastAPI:
     """`clock` drives the response store's TTL (tests inject one). A bad Responses setting in
-    `config.environ` raises `ConfigError`."""
+    `config.environ` raises `ConfigError`. `template_check` is what the start-up check of the chat template
+    found (`engine_setup.check_chat_template`), shown in /v1/status."""
     settings = ResponsesSettings.from_environ(config.environ)
     store = ResponseStore(settings, clock=clock)
 
@@ -125,12 +127,12 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.include_router(responses_router(service, records, config.served_model_name, limits,
                                         keepalive_s=config.keepalive_s))
     app.include_router(resources_router(records))
-    app.include_router(status_router(
-        config, service, ["/v1/chat/completions", "/v1/responses"],
-        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats(),
-                                        "unstored": records.unstored.stats()},
-                  "mcp": hub.summary},
-    ))
+    sections = {"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats(),
+                                      "unstored": records.unstored.stats()},
+                "mcp": hub.summary}
+    if template_check is not None:
+        sections["template_check"] = lambda: template_check
+    app.include_router(status_router(config, service, ["/v1/chat/completions", "/v1/responses"], sections=sections))
 
     return app
 

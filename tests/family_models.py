@@ -91,7 +91,7 @@ import tarfile
 import tempfile
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
@@ -213,6 +213,13 @@ def family_model(name: str) -> Path:
             finally:
                 partial.unlink(missing_ok=True)
     return final
+
+
+def family_model_with_template(name: str, template: str, path: Path) -> Path:
+    """A GGUF at `path` that is `name`'s (one of FAMILY_MODELS) but carries `template` as its chat template
+    (not cached: for a template a test writes, altered on purpose)."""
+    _write_gguf(path, name, replace(family_vocab(name), chat_template=template))
+    return path
 
 
 def family_tokenizer_dir(name: str) -> Path:

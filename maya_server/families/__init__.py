@@ -3,7 +3,7 @@
 `get_family(name)` is the one way to get a family by its configured name:
 
 - `glm` — GLM-5.1's template (see `glm.py`); `glm-4.7` / `glm-5` (GLM-4.7 and
-  GLM-5 template), `glm-5.1`, `glm-5.2` pick a template variant explicitly.
+  GLM-5 template), `glm-5.1`, `glm-5.2`, `glm-5.3` pick a template variant explicitly.
 - `deepseek-v4` — DeepSeek-V4 / V4.1 (DeepSeek's encoding_dsv4.py).
 - `chatml` — ChatML with Hermes tools and Qwen3 thinking (SmolLM2, Qwen).
 """
@@ -23,6 +23,7 @@ _FACTORIES: dict[str, Callable[[], Family]] = {
     "glm-5": lambda: GlmFamily("4.7"),
     "glm-5.1": lambda: GlmFamily("5.1"),
     "glm-5.2": lambda: GlmFamily("5.2"),
+    "glm-5.3": lambda: GlmFamily("5.3"),
     "deepseek-v4": DeepSeekV4Family,
     "chatml": ChatmlFamily,
 }

@@ -14,7 +14,8 @@ takes plain values and imports no configuration.
 
 GLM's templates differ between releases in what the prompt says about tools
 (GLM-4.7 and GLM-5 list whole OpenAI tool objects, GLM-5.1 their `function`,
-GLM-5.2 adds a reasoning-effort line), so a GLM template also names its
+GLM-5.2 adds a reasoning-effort line, GLM-5.3 a `Low` level and tool results
+sorted into call order, which is also how its template is told from 5.2's), so a GLM template also names its
 variant (`GLM_VARIANTS`), and the prompt is the one the model was trained on.
 """
 
@@ -27,6 +28,7 @@ _MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Each family's template tokens, checked in this order (GLM's and DeepSeek's never contain ChatML's)."""
 GLM_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("glm-5.3", ("reasoning_effort in ['low', 'high']", "can_sort")),
     ("glm-5.2", ("Reasoning Effort:",)),
     ("glm-5.1", ("tool['function']", "tool_to_json")),
     ("glm-4.7", ("tool | tojson",)),

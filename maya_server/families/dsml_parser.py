@@ -51,6 +51,7 @@ class DsmlCallReader:
 
     def __init__(self, emitter: CallEmitter) -> None:
         self.done = False
+        self.reopens = False
         self._emitter = emitter
         self._state = _State.BLOCK
         self._writer: JsonObjectWriter | None = None

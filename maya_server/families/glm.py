@@ -1,4 +1,4 @@
-"""GLM (Zhipu / Z.ai): GLM-4.7, GLM-5, GLM-5.1 and GLM-5.2 chat templates.
+"""GLM (Zhipu / Z.ai): GLM-4.7, GLM-5, GLM-5.1, GLM-5.2 and GLM-5.3 chat templates.
 
 Prompt: `[gMASK]<sop>`, then `<|system|>` / `<|user|>` / `<|assistant|>` turns,
 tool results after `<|observation|>` as `<tool_response>…</tool_response>`,
@@ -16,16 +16,31 @@ Template variants (`GlmFamily(variant=...)`, registry names in brackets):
 - `5.2` [`glm-5.2`]: as 5.1, plus a `Reasoning Effort: High|Max` system line
   while thinking, `<think></think>` wherever reasoning is absent, and a reminder
   text instead of images (its template's own words).
+- `5.3` [`glm-5.3`]: GLM-5.3(-Flash). Always thinks: a `Reasoning Effort:
+  Low|High|Max` line and an open `<think>` whatever the effort (the template has
+  no off switch); every assistant turn replays its reasoning (`clear_thinking`
+  defaults to false), `<think></think>` where it has none; a run of tool results
+  is put in the order of the calls it answers (when every id matches one call
+  once, as the template checks); images as GLM-V writes them.
 
-In every variant, reasoning is replayed only for assistant turns after the last
+In 4.7, 5.1 and 5.2, reasoning is replayed only for assistant turns after the last
 user message (the current tool-use loop); earlier turns show no reasoning.
 Images render as GLM-V's `<|begin_of_image|><|image|><|end_of_image|>` (the `<|image|>`
 a media segment, where the engine puts the image's embeddings) except in 5.2.
 
-Reasoning effort: `none` → thinking off (the templates' `enable_thinking=false`);
-any other effort, or none given → thinking on. GLM-5.2 also states an effort:
-`xhigh` or no effort → `Max` (its default), `minimal`/`low`/`medium`/`high` →
-`High` (the lowest it offers).
+Reasoning effort, up to 5.2: `none` → thinking off (the templates'
+`enable_thinking=false`); any other effort, or none given → thinking on.
+GLM-5.2 also states an effort: `xhigh` or no effort → `Max` (its default),
+`minimal`/`low`/`medium`/`high` → `High`. Its template writes `High` only for
+`high` and `Max` for anything else, `low` included; Maya maps every effort
+below `xhigh` to `High`, the least thinking the model knows, because a client
+that asks for less thinking should not get the most (`DEPARTURES` in
+`conformance.py` lists this once).
+GLM-5.3 (`EFFORT_53`): `none`/`minimal`/`low` → `Low`, `medium`/`high` →
+`High`, `xhigh` or no effort → `Max` (its default). `none` maps to the lowest
+level rather than being refused because the model cannot stop thinking and
+OpenAI clients send it routinely (Codex's recipe sets it); the reasoning still
+comes back as reasoning, since the parser always starts in it.
 """
 
 from __future__ import annotations
@@ -50,7 +65,9 @@ from .history import (
 )
 from .tagged_parser import OutputSyntax, TaggedParser
 
-VARIANTS = ("4.7", "5.1", "5.2")
+VARIANTS = ("4.7", "5.1", "5.2", "5.3")
+EFFORT_53 = {"none": "Low", "minimal": "Low", "low": "Low", "medium": "High", "high": "High", "xhigh": "Max", None: "Max"}
+"""GLM-5.3's `Reasoning Effort:` line for each OpenAI effort (its template knows `low`, `high` and `max`)."""
 
 VOCABULARY = ControlVocabulary([
     "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>",
@@ -86,12 +103,16 @@ class GlmFamily:
 
     def render(self, conversation: Conversation) -> Prompt:
         builder = PromptBuilder().control("[gMASK]").control("<sop>")
-        thinking = thinking_enabled(conversation)
+        thinking = self.thinks(conversation)
         if self.variant == "5.2" and thinking:
             builder.control("<|system|>").plain("Reasoning Effort: " + _glm52_effort(conversation))
+        elif self.variant == "5.3":
+            builder.control("<|system|>").plain("Reasoning Effort: " + EFFORT_53[conversation.reasoning_effort])
         if conversation.tools:
             self._write_tools(builder, conversation)
         turns = turns_with_extra_system(conversation)
+        if self.variant == "5.3":
+            turns = results_in_call_order(turns)
         last_user = last_user_index(turns)
         for index in range(len(turns)):
             self._write_turn(builder, turns, index, last_user, thinking)
@@ -107,8 +128,12 @@ class GlmFamily:
             OutputSyntax(call_open=CALL_OPEN),
             lambda emitter: GlmCallReader(emitter, conversation.tool),
             new_call_id,
-            in_reasoning=thinking_enabled(conversation),
+            in_reasoning=self.thinks(conversation),
         )
+
+    def thinks(self, conversation: Conversation) -> bool:
+        """Whether the prompt leaves the model in its reasoning: GLM-5.3 always thinks."""
+        return self.variant == "5.3" or thinking_enabled(conversation)
 
     def _write_tools(self, builder: PromptBuilder, conversation: Conversation) -> None:
         VOCABULARY.write(builder, TOOLS_HEADER)
@@ -137,7 +162,7 @@ class GlmFamily:
         reasoning, content = self._replayed_reasoning(message, current, thinking)
         if reasoning is not None:
             builder.control("<think>").plain(reasoning).control("</think>")
-        elif self.variant == "5.2":
+        elif self.variant in ("5.2", "5.3"):
             builder.control("<think>").control("</think>")
         else:
             builder.control("</think>")
@@ -158,7 +183,7 @@ class GlmFamily:
             content = content.split("</think>")[-1]
         elif reasoning is None and self.variant == "5.1" and current and thinking:
             reasoning = ""
-        return (reasoning if current else None), content
+        return (reasoning if current or self.variant == "5.3" else None), content
 
     def _write_parts(self, builder: PromptBuilder, parts: tuple[Part, ...]) -> None:
         for part in parts:
@@ -187,3 +212,29 @@ def _write_call(builder: PromptBuilder, call: ToolCall) -> None:
 def _glm52_effort(conversation: Conversation) -> str:
     effort = conversation.reasoning_effort
     return "Max" if effort in (None, "xhigh") else "High"
+
+
+def results_in_call_order(turns: tuple[Turn, ...]) -> tuple[Turn, ...]:
+    """Each run of tool results put in the order of the calls of the assistant turn just before it, as
+    GLM-5.3's template does; a run stays as sent when the template would not sort it (a call or result
+    without an id, an id given twice, a result that answers none of the calls)."""
+    ordered = list(turns)
+    start = 0
+    while start < len(ordered):
+        end = start
+        while end < len(ordered) and isinstance(ordered[end], ToolResult):
+            end += 1
+        if end > start and start > 0:
+            ordered[start:end] = _sorted_run(ordered[start - 1], ordered[start:end])
+        start = end + 1 if end == start else end
+    return tuple(ordered)
+
+
+def _sorted_run(before: Turn, results: list) -> list:
+    calls = before.tool_calls if isinstance(before, Message) and before.role == "assistant" else ()
+    position = {call.call_id: i for i, call in enumerate(calls)}
+    ids = [result.call_id for result in results]
+    if (not calls or len(position) != len(calls) or not all(position)
+            or len(set(ids)) != len(ids) or not all(i in position for i in ids)):
+        return results
+    return sorted(results, key=lambda result: position[result.call_id])

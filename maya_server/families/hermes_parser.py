@@ -26,6 +26,7 @@ _STREAMABLE_PREFIX = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s
 class HermesCallReader:
     def __init__(self, emitter: CallEmitter) -> None:
         self.done = False
+        self.reopens = False
         self._emitter = emitter
         self._body = ""
         self._failed = False

@@ -30,6 +30,9 @@ class CallReader(Protocol):
     done: bool
     """True once the block's closing tag was consumed."""
 
+    reopens: bool
+    """With `done`: the tag that ended the block opened the next call block (GLM's JSON form)."""
+
     def tags(self) -> tuple[str, ...]:
         """The tags that matter in the reader's current state."""
 
@@ -136,7 +139,9 @@ class TaggedParser:
             self._mode = _Mode.TEXT
         elif self._mode is _Mode.CALL:
             self._reader.on_tag(tag)
-            if self._reader.done:
+            if self._reader.done and self._reader.reopens:
+                self._reader = self._make_reader(self._emitter)
+            elif self._reader.done:
                 self._reader = None
                 self._mode = _Mode.TEXT
         elif tag == self._syntax.think_open:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from maya_server.config import default_model_path
@@ -22,6 +24,15 @@ from tests.families.official import DATA
 ])
 def test_the_family_of_real_model_directories(model_dir, family):
     assert family_from_template(template_from_model_dir(DATA / model_dir)) == family
+
+
+@pytest.mark.parametrize(("template_file", "family"), [
+    ("glm-4.7-flash", "glm-4.7"), ("glm-5", "glm-4.7"), ("glm-5.1", "glm-5.1"), ("glm-5.2", "glm-5.2"),
+    ("glm-5.3-flash", "glm-5.3"),
+])
+def test_the_family_of_each_kept_official_template(template_file, family):
+    template = (Path(__file__).parent / "templates" / f"{template_file}.jinja").read_text()
+    assert family_from_template(template) == family
 
 
 def test_the_default_gguf_names_chatml_and_its_training_context():

@@ -132,3 +132,50 @@ def test_text_is_released_promptly():
     assert parser.feed("Hello wor") == [TextDelta("Hello wor")]
     assert parser.feed("ld <") == [TextDelta("ld")]
     assert parser.feed("b>") == [TextDelta(" <b>")]
+
+
+JSON_FORM = '<tool_call>get_weather>{"city": "Paris", "days": 3}'
+
+
+@pytest.mark.parametrize("variant", ["4.7", "5.1", "5.2", "5.3"])
+@pytest.mark.parametrize("ending", ["</tool_call>", ""])
+def test_the_json_argument_form_is_a_call_in_every_variant(variant, ending):
+    events = parse_every_way(GlmFamily(variant), THINKING, "Weather.</think>" + JSON_FORM + ending)
+    assert calls(events) == [("get_weather", {"city": "Paris", "days": 3})]
+    assert text(events) == "" and reasoning(events) == "Weather."
+
+
+def test_json_form_calls_follow_each_other_and_mix_with_the_tagged_form():
+    output = "</think>" + WEATHER_CALL + JSON_FORM + '<tool_call>now>{}</tool_call>Done.'
+    events = parse_every_way(GLM, THINKING, output)
+    assert calls(events) == [("get_weather", {"city": "Paris", "days": 3}),
+                             ("get_weather", {"city": "Paris", "days": 3}), ("now", {})]
+    assert text(events) == "Done."
+
+
+@pytest.mark.parametrize("arguments", ['{"city": "Paris"} thanks', '["Paris"]', '{"city": ', "Paris"])
+def test_a_json_form_that_is_not_one_object_is_malformed(arguments):
+    events = parse_every_way(GLM, THINKING, "</think><tool_call>get_weather>" + arguments + "</tool_call>")
+    assert invalid(events) == [(0, "malformed")]
+    assert calls(events) == []
+
+
+def test_a_json_form_cut_off_by_the_output_limit_is_truncated():
+    events = parse(GLM, THINKING, ['</think><tool_call>get_weather>{"city": "Par'], reason="length")
+    assert invalid(events) == [(0, "truncated")]
+
+
+GLM53 = GlmFamily("5.3")
+
+
+@pytest.mark.parametrize("effort", [None, "none", "minimal", "low", "medium", "high", "xhigh"])
+def test_glm53_always_starts_in_reasoning(effort):
+    conversation = Conversation((user("Hi"),), tools=TOOLS, reasoning_effort=effort)
+    events = parse_every_way(GLM53, conversation, "Thinking anyway.</think>4")
+    assert reasoning(events) == "Thinking anyway." and text(events) == "4"
+
+
+@pytest.mark.parametrize("variant", ["4.7", "5.1", "5.2"])
+def test_earlier_variants_read_text_when_thinking_is_off(variant):
+    events = parse_every_way(GlmFamily(variant), NOT_THINKING, "Hello.")
+    assert events == [TextDelta("Hello.")]

@@ -104,6 +104,7 @@ def test_extra_system_without_a_system_message_comes_first(name):
 @pytest.mark.parametrize("name, placeholder", [
     ("glm", "<|begin_of_image|><|image|><|end_of_image|>"),
     ("glm-5.2", "<reminder>You are unable to process this image"),
+    ("glm-5.3", "<|begin_of_image|><|image|><|end_of_image|>"),
     ("chatml", "<|vision_start|><|image_pad|><|vision_end|>"),
     ("deepseek-v4", "<｜image｜>"),
 ])

@@ -1,0 +1,221 @@
+"""Start-up check: does Maya's family renderer write the prompt the model's own chat template writes?
+
+Maya renders prompts with its own code (`glm.py`, `deepseek_v4.py`), exact by
+construction for the template releases it knows. A new release (GLM-5.3 was
+detected as 5.2 and differed in four ways) would otherwise go unnoticed, so at
+start-up, when the engine reports a chat template, every conversation of
+`battery.BATTERY` is rendered both ways: by the family, and by the template
+itself in a sandboxed Jinja environment set up as transformers'
+`apply_chat_template` sets it up (trim_blocks, lstrip_blocks, loop controls,
+its `tojson`, `raise_exception` and `strftime_now`). Both are tokenized by the
+engine's tokenizer and the ids compared. A difference is reported with the
+conversation, the first differing token and the family variant chosen
+(`TemplateCheck`); `--template-check` decides whether that warns (default),
+stops start-up, or is not looked at.
+
+The template receives what the family decided from the request: for efforts,
+the level the family writes (`template_kwargs`). Where that is a deliberate
+departure from what the template would do with the client's raw value, it is
+listed once in `DEPARTURES` with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..model.tokenizer import Tokenizer
+from ..neutral.conversation import Conversation
+from .base import Family
+from .battery import BATTERY, template_messages, template_tools
+from .glm import EFFORT_53
+from .history import thinking_enabled
+
+DEPARTURES: dict[str, str] = {
+    "glm-5.2 effort": "efforts minimal/low/medium/high are written as `Reasoning Effort: High`; the template writes "
+                      "High only for `high` and Max for anything else. A client asking for less thinking gets the "
+                      "least the model knows, not the most (the template is given reasoning_effort='high').",
+    "glm-5.3 effort none": "GLM-5.3 cannot stop thinking: `none` is written as `Low`, its lowest level, and the "
+                           "reasoning still comes back as reasoning (the template is given reasoning_effort='low').",
+    "llama-server's jinja": "llama-server's own template engine replays earlier turns' reasoning where jinja2 does "
+                            "not (GLM-5.2); Maya renders prompts itself and checks against jinja2, as transformers "
+                            "and vLLM render them, so that quirk never reaches a model served by Maya.",
+}
+"""Known, deliberate differences from the raw template, each with its reason: named once, here."""
+
+KNOWN_TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
+    "7bd4fbdf0c06cd7398ddb6913de6e4a5839b9d06569e74e5b2ec246b375ca9c9": (
+        "llama.cpp's deepseek-ai-DeepSeek-V4.jinja (0.3.36)",
+        dict.fromkeys(("tool_call_and_result", "results_out_of_order", "effort_xhigh"),
+                      "DeepSeek ships V4's prompt format as Python (encoding_dsv4.py), no template; GGUFs carry "
+                      "llama.cpp's own, which differs from DeepSeek's encoder (no blank line before the tools when "
+                      "there is no system message, no `Reasoning Effort: Absolute maximum` line for xhigh). Maya "
+                      "follows DeepSeek's encoder, which its golden tests check"),
+    ),
+}
+"""Templates that are not the release's own, by sha256: their name and the battery conversations in which they
+are known to differ from the official prompt, with why. Those conversations are not compared."""
+
+SKIPPED: dict[str, str] = {
+    "chatml": "ChatML is one renderer for many models (SmolLM2, Qwen2.5, Qwen3), each template with its own default "
+              "system line, so no one template is its reference",
+}
+"""Families not checked, and why."""
+
+
+def _glm_kwargs(conversation: Conversation, variant: str) -> dict:
+    effort = conversation.reasoning_effort
+    if variant == "glm-5.3":
+        return {"reasoning_effort": EFFORT_53[effort].lower()}
+    kwargs: dict = {} if thinking_enabled(conversation) else {"enable_thinking": False}
+    if variant == "glm-5.2" and effort not in (None, "none", "xhigh"):
+        kwargs["reasoning_effort"] = "high"
+    return kwargs
+
+
+def template_kwargs(family_name: str, conversation: Conversation) -> dict:
+    """What a template is given beside messages and tools for `conversation`, as the family decided it."""
+    if family_name.startswith("glm"):
+        return _glm_kwargs(conversation, family_name)
+    if family_name == "deepseek-v4":
+        return {"thinking": thinking_enabled(conversation), "reasoning_effort": conversation.reasoning_effort,
+                "bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}
+    return {}
+
+
+def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise_exception(message: str):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env
+
+
+def compile_template(template: str) -> jinja2.Template:
+    """The chat template, compiled once in a fresh sandboxed environment set up as transformers sets it up."""
+    return _environment().from_string(template)
+
+
+def render_with_template(compiled: jinja2.Template, family_name: str, conversation: Conversation) -> str:
+    """The prompt text the chat template writes for `conversation` (a generation prompt included)."""
+    return compiled.render(messages=template_messages(conversation), tools=template_tools(conversation),
+                           add_generation_prompt=True, **{"bos_token": "", "eos_token": "",
+                                                          **template_kwargs(family_name, conversation)})
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    conversation: str
+    index: int
+    ours: str | None
+    """The token Maya writes at `index` (None: Maya's prompt ends there)."""
+    template: str | None
+
+    def describe(self) -> str:
+        return f"{self.conversation}: token {self.index} is {self.ours!r} in Maya's prompt, {self.template!r} in the template's"
+
+
+@dataclass(frozen=True)
+class TemplateCheck:
+    """What the check found: `result` is match, mismatch, error (the template could not be rendered), skipped or off."""
+
+    result: str
+    family: str
+    conversations: int = 0
+    mismatches: tuple[Mismatch, ...] = ()
+    detail: str = ""
+    elapsed_ms: float = 0.0
+    departures: tuple[str, ...] = field(default=())
+
+    @property
+    def failed(self) -> bool:
+        return self.result in ("mismatch", "error")
+
+    def message(self) -> str:
+        """One line for the log: what differs, or why nothing was compared."""
+        if self.result == "match":
+            return f"the {self.family} renderer matches the model's chat template ({self.conversations} conversations)"
+        if self.result == "mismatch":
+            first = "; ".join(m.describe() for m in self.mismatches[:3])
+            return (f"the model's chat template renders {len(self.mismatches)} of {self.conversations} conversations "
+                    f"differently from the {self.family} renderer Maya chose: {first}. The model may see prompts it "
+                    "was not trained on: pick the right variant with --family, or report the template")
+        return f"chat template not checked against the {self.family} renderer: {self.detail}"
+
+    def status(self) -> dict:
+        """The section of /v1/status."""
+        body: dict = {"result": self.result, "family": self.family, "conversations": self.conversations,
+                      "elapsed_ms": round(self.elapsed_ms, 1)}
+        if self.mismatches:
+            body["mismatches"] = [{"conversation": m.conversation, "token_index": m.index, "maya": m.ours,
+                                   "template": m.template} for m in self.mismatches]
+        if self.detail:
+            body["detail"] = self.detail
+        if self.departures:
+            body["departures"] = list(self.departures)
+        return body
+
+
+def check_template(
+    family_name: str,
+    family: Family,
+    template: str | None,
+    tokenizer: Tokenizer,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+) -> TemplateCheck:
+    """Render `BATTERY` with `family` and with `template`, tokenize both with `tokenizer`, compare the ids."""
+    if not template:
+        return TemplateCheck("skipped", family_name, detail="the model carries no chat template")
+    base = family_name.split("-")[0]
+    if base in SKIPPED or family_name in SKIPPED:
+        return TemplateCheck("skipped", family_name, detail=SKIPPED.get(family_name) or SKIPPED[base])
+    started = clock()
+    departures = tuple(name for name in DEPARTURES if name.startswith(family_name + " "))
+    known, expected_differences = KNOWN_TEMPLATES.get(hashlib.sha256(template.encode()).hexdigest(), ("", {}))
+    if known:
+        departures += (f"{known}: {', '.join(expected_differences)} not compared",)
+    mismatches = []
+    try:
+        compiled = compile_template(template)
+    except jinja2.exceptions.TemplateError as exc:
+        return TemplateCheck("error", family_name, detail=f"the template does not compile: {exc}",
+                             elapsed_ms=(clock() - started) * 1000, departures=departures)
+    compared = {name: c for name, c in BATTERY.items() if name not in expected_differences}
+    for name, conversation in compared.items():
+        try:
+            expected = tokenizer.encode(render_with_template(compiled, family_name, conversation), special=True)
+        except Exception as exc:  # a template can fail in many ways (syntax, raise_exception, sandbox): report it
+            return TemplateCheck("error", family_name, len(compared), detail=f"{name}: {type(exc).__name__}: {exc}",
+                                 elapsed_ms=(clock() - started) * 1000, departures=departures)
+        ours = family.render(conversation).token_ids(tokenizer)
+        if ours != expected:
+            mismatches.append(_first_difference(name, ours, expected, tokenizer))
+    result = "mismatch" if mismatches else "match"
+    return TemplateCheck(result, family_name, len(compared), tuple(mismatches),
+                         elapsed_ms=(clock() - started) * 1000, departures=departures)
+
+
+def _first_difference(name: str, ours: list[int], expected: list[int], tokenizer: Tokenizer) -> Mismatch:
+    index = next((i for i, (a, b) in enumerate(zip(ours, expected)) if a != b), min(len(ours), len(expected)))
+
+    def piece(ids: list[int]) -> str | None:
+        return tokenizer.decode([ids[index]]) if index < len(ids) else None
+
+    return Mismatch(name, index, piece(ours), piece(expected))
