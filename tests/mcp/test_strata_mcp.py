@@ -136,6 +136,8 @@ def test_a_crashed_server_is_an_error_result_and_is_restarted(mcp_server):
     [record] = crashed.model_extra["strata_mcp"]["calls"]
     assert record["is_error"] is True and "stopped" in record["result"]
     assert crashed.choices[0].message.content == "It crashed."
+    # The supervisor notices the death on its own check: the next call is served once the restart is done.
+    assert wait_for(lambda: mcp_state(server)["state"] == "ready" and mcp_state(server)["restarts"] >= 1, timeout=20)
     again = client.chat.completions.create(model="m", messages=ASK, extra_body=MCP)
     assert again.model_extra["strata_mcp"]["calls"][0]["result"] == "8"
     state = mcp_state(server)
