@@ -23,6 +23,7 @@ from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .pipeline.generation import GenerationService
+from .pipeline.cache_scope import isolates
 from .pipeline.spellings import SpellingMemory, SpellingMemoryCollector
 from .images.encoder import bound_for, read_projector
 from .images.limits import ImageLimits
@@ -83,7 +84,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     spellings = SpellingMemory(config.spelling_memory_mib << 20) if config.spelling_memory_mib else None
     if spellings is not None:
         metrics.registry.register(SpellingMemoryCollector(spellings))
-    service = GenerationService(engine, get_family(config.family), queue, metrics, images, spellings)
+    service = GenerationService(engine, get_family(config.family), queue, metrics, images, spellings,
+                                isolate_caches=isolates(config.prompt_cache_isolation, config.api_keys))
     hub = McpHub(config.mcp_servers, mcp_settings(config))
     metrics.registry.register(McpCollector(hub))
 

@@ -160,7 +160,8 @@ class McpToolLoop:
                 return
             try:
                 prepared = await self.service.prepare_async(
-                    _continued(prepared.conversation, current.turns(outcomes)), settings)
+                    _continued(prepared.conversation, current.turns(outcomes)), settings,
+                    owner=prepared.cache_scope)  # the scope is the owner when caches are isolated
             except MayaError as exc:  # e.g. the results no longer fit the context
                 yield Failed(exc, usage)
                 return

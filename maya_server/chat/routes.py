@@ -46,7 +46,7 @@ def chat_router(
             tools = None
             if body.strata_mcp:
                 conversation, tools = await offer_mcp_tools(hub, conversation)
-            prepared = await service.prepare_async(conversation, settings, large=large)
+            prepared = await service.prepare_async(conversation, settings, large=large, owner=request.state.owner)
         except BaseException:
             if admission is not None:
                 admission.release()
