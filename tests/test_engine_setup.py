@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 
@@ -52,3 +52,11 @@ def test_a_start_that_cannot_happen_names_the_setting(config, setting):
     with pytest.raises(ConfigError) as caught:
         create_engine(config)
     assert caught.value.name == setting
+
+
+def test_isolated_caches_turn_the_embedded_engines_shared_ram_cache_off():
+    """llama-server's RAM prompt cache is keyed by tokens alone: with caches isolated per key it must be off."""
+    two_keys = ServerConfig(model="m.gguf", api_keys=("kA", "kB"), cache_ram_mib=512)
+    assert embedded_options(two_keys).cache_ram_mib == 0
+    assert embedded_options(replace(two_keys, prompt_cache_isolation="shared")).cache_ram_mib == 512
+    assert embedded_options(replace(two_keys, api_keys=("kA",))).cache_ram_mib == 512  # one key: one tenant
