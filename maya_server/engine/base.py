@@ -167,6 +167,10 @@ class Engine(ABC):
     remedy is a Maya setting, which the edge (`engine_setup`) adds."""
     image_tokens: int = 0
     """Context positions one image takes (measured at start-up), for the context check before generation."""
+    max_token_bytes: int | None = None
+    """The most bytes of prompt text one token can stand for (None: unknown). A prompt of `n` bytes takes at least
+    `n / max_token_bytes` tokens, so one whose length alone rules the context out is refused before it is
+    tokenized (`pipeline/context_bound.py`)."""
     blocking_tokenizer: bool = False
     """Whether `tokenizer.encode` may wait on I/O (the embedded engine asks llama-server), so prompts are
     prepared off the event loop."""

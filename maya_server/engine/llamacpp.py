@@ -131,6 +131,8 @@ class LlamaCppEngine(UpstreamEngine):
             engine = cls(process, tokenizer, info, read_timeout=options.read_timeout,
                          chat_template=_text(metadata.get("tokenizer.chat_template")))
             engine.image_tokens = image_tokens
+            if engine.blocking_tokenizer:  # llama-server's own tokenizer; a tokenizer_dir's may normalize text
+                engine.max_token_bytes = vocabulary.max_token_bytes()
             if not engine.blocking_tokenizer:
                 client.close()  # only llama-server's own tokenizer keeps it
             return engine

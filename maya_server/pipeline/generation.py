@@ -1,7 +1,8 @@
 """The generation pipeline shared by both APIs.
 
     conversation ─► images fetched, checked, decoded                  (load_images: may raise 400)
-                ─► family.render ─► token ids ─► context check      (prepare: may raise 400)
+                ─► family.render ─► (too long for any tokenization?) ─► token ids ─► context check
+                                                                       (prepare: may raise 400)
                    (an answer sent back as history: the ids it was generated as, spellings.py)
                 ─► a place in the engine FIFO                          (admit: may raise 429)
                 ─► engine slot ─► engine tokens ─► stop strings
@@ -18,7 +19,6 @@ early (client gone) cancels the engine and releases the admission.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from array import array
@@ -39,6 +39,8 @@ from ..neutral.events import (
 from ..metrics import Metrics
 from ..model.spelling import respelled
 from .cache_scope import SHARED_SCOPE, cache_salt
+from .context_bound import refuse_beyond_context
+from .prepare_lanes import PrepareLanes
 from .spellings import SpellingMemory, turn_key
 from .stop_strings import StopStringMatcher
 from .tool_policy import ToolPolicy
@@ -79,7 +81,7 @@ class GenerationService:
 
     def __init__(self, engine: Engine, family: Family, queue: EngineQueue, metrics: Metrics,
                  images: ImageLoader | None = None, spellings: SpellingMemory | None = None, *,
-                 isolate_caches: bool = False) -> None:
+                 isolate_caches: bool = False, lanes: PrepareLanes | None = None) -> None:
         self.engine = engine
         self.family = family
         self.queue = queue
@@ -88,6 +90,8 @@ class GenerationService:
         self.spellings = spellings
         """The ids of recent generations, to spell their turns with when they come back (None: off)."""
         self.isolate_caches = isolate_caches
+        self.lanes = lanes or PrepareLanes(threads=2, max_waiting=64)
+        """Where prompts are prepared off the event loop (`prepare_lanes.py`)."""
         """Each owner (API key) its own cache scope (`cache_scope.py`); else one scope for all."""
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
@@ -116,11 +120,12 @@ class GenerationService:
     async def prepare_async(self, conversation: Conversation, settings: GenerationSettings, *,
                             context_param: str = "messages", large: bool = False,
                             owner: str = SHARED_SCOPE) -> PreparedGeneration:
-        """`prepare`, in a worker thread when it may block the event loop: a `large` request (its render is long),
-        or an engine whose tokenizer waits on I/O (the embedded engine asks llama-server for uncached runs)."""
+        """`prepare`, in a preparation lane's thread when it may block the event loop (`prepare_lanes.py`): a
+        `large` request (its render is long: the large lane), or an engine whose tokenizer waits on I/O (the
+        embedded engine asks llama-server for uncached runs)."""
         if large or self.engine.blocking_tokenizer:
-            return await asyncio.to_thread(self.prepare, conversation, settings, context_param=context_param,
-                                           owner=owner)
+            return await self.lanes.run(large, partial(self.prepare, conversation, settings,
+                                                       context_param=context_param, owner=owner))
         return self.prepare(conversation, settings, context_param=context_param, owner=owner)
 
     def cache_scope(self, owner: str) -> str:
@@ -138,6 +143,8 @@ class GenerationService:
         tokenizer = self.engine.scoped_tokenizer(scope)
         images = tuple(p.data for p in image_parts(conversation))
         prompt = self.family.render(conversation)
+        refuse_beyond_context(prompt, max_token_bytes=self.engine.max_token_bytes, image_tokens=self.engine.image_tokens,
+                              context=self.engine.context_size, max_tokens=settings.max_tokens, param=context_param)
         if self.spellings is not None and not images:  # an image prompt reaches llama-server as text: ids unused
             prompt = respelled(prompt, tokenizer, partial(self.spellings.recall, self.engine.tokenizer, scope))
         prompt_ids, positions = prompt.tokenize(tokenizer)
