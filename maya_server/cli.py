@@ -12,6 +12,7 @@ from typing import Sequence
 
 from .config import ENGINES, FAMILIES, PROMPT_CACHE_ISOLATIONS, REPLICA_ROUTINGS, ServerConfig, build_config, load_config_file
 from .errors import ConfigError, EngineStartError
+from .util.large_buffers import return_large_buffers
 
 
 SHUTDOWN_GRACE_S = 5
@@ -200,6 +201,7 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
     except EngineStartError as exc:
         print(f"{prog}: the engine did not start: {exc}", file=sys.stderr)
         return 2
+    return_large_buffers()  # a huge request's memory goes back to the system once it is answered
     # uvicorn handles SIGTERM while serving, then restores this handler and raises the signal again:
     # this way the signal ends in SystemExit, so the `finally` stops the engine's child cleanly.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
