@@ -29,7 +29,7 @@ def counters(server, key: str) -> dict[str, float]:
     page = server.http(headers={"Authorization": f"Bearer {key}"}).get("/metrics/prometheus").text
     values = prometheus_values(page, "maya:")
     return {name: values.get(name, 0.0) for name in
-            ("maya:spelling_memory_hits_total", "maya:spelling_memory_misses_total", "maya:cached_tokens_total")}
+            ("maya:spelling_memory_hits_total", "maya:spelling_memory_misses_total", "maya:cached_prompt_tokens_total")}
 
 
 def moved(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
