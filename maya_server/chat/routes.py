@@ -57,7 +57,8 @@ def chat_router(
         if tools is None:
             events = gated(service.run(prepared, admission), gate)
         else:
-            events = gated(McpToolLoop(service, hub, tools, mcp_max_rounds).run(prepared, settings, admission), gate)
+            events = gated(McpToolLoop(service, hub, tools, mcp_max_rounds, owner=request.state.owner).run(
+                prepared, settings, admission), gate)
         if body.stream:
             return EventStreamResponse(_stream(events, assembler), on_close=admission.release,
                                        farewell=lambda: encode_event(shutdown_error().body()),
