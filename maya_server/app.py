@@ -121,7 +121,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.store = store
     app.state.jobs = jobs
     install_error_handlers(app)
-    limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
+    limits = BodyLimits(config.max_body_bytes, config.max_json_depth, lanes)
     install_openapi(app, {("/v1/responses", "post"): ResponsesRequest, ("/v1/chat/completions", "post"): ChatRequest})
     install_docs(app, docs_url=DOCS_URL, openapi_url=OPENAPI_URL)
     app.include_router(chat_router(service, config.served_model_name, limits, hub,

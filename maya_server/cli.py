@@ -10,7 +10,9 @@ import signal
 import sys
 from typing import Sequence
 
-from .config import ENGINES, FAMILIES, PROMPT_CACHE_ISOLATIONS, REPLICA_ROUTINGS, ServerConfig, build_config, load_config_file
+from .config import (
+    ENGINES, FAMILIES, PROMPT_CACHE_ISOLATIONS, REPLICA_ROUTINGS, ServerConfig, build_config, load_config_file,
+)
 from .errors import ConfigError, EngineStartError
 from .util.large_buffers import return_large_buffers
 

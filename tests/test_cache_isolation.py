@@ -73,7 +73,8 @@ def test_shared_caches_are_the_operators_choice(start_server):
                           prompt_cache_isolation="shared")
     b = server.client(api_key="kB")
     assert probe(b).prompt_tokens == 25
-    server.client(api_key="kA").chat.completions.create(model="m", messages=[{"role": "user", "content": "what is it?"}])
+    a = server.client(api_key="kA")
+    a.chat.completions.create(model="m", messages=[{"role": "user", "content": "what is it?"}])
 
     assert probe(b).prompt_tokens == 30
 

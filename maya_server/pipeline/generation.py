@@ -90,9 +90,9 @@ class GenerationService:
         self.spellings = spellings
         """The ids of recent generations, to spell their turns with when they come back (None: off)."""
         self.isolate_caches = isolate_caches
+        """Each owner (API key) its own cache scope (`cache_scope.py`); else one scope for all."""
         self.lanes = lanes or PrepareLanes(threads=2, max_waiting=64)
         """Where prompts are prepared off the event loop (`prepare_lanes.py`)."""
-        """Each owner (API key) its own cache scope (`cache_scope.py`); else one scope for all."""
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
         )
@@ -143,8 +143,9 @@ class GenerationService:
         tokenizer = self.engine.scoped_tokenizer(scope)
         images = tuple(p.data for p in image_parts(conversation))
         prompt = self.family.render(conversation)
-        refuse_beyond_context(prompt, max_token_bytes=self.engine.max_token_bytes, image_tokens=self.engine.image_tokens,
-                              context=self.engine.context_size, max_tokens=settings.max_tokens, param=context_param)
+        engine = self.engine
+        refuse_beyond_context(prompt, max_token_bytes=engine.max_token_bytes, image_tokens=engine.image_tokens,
+                              context=engine.context_size, max_tokens=settings.max_tokens, param=context_param)
         if self.spellings is not None and not images:  # an image prompt reaches llama-server as text: ids unused
             prompt = respelled(prompt, tokenizer, partial(self.spellings.recall, self.engine.tokenizer, scope))
         prompt_ids, positions = prompt.tokenize(tokenizer)
