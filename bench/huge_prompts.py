@@ -106,10 +106,14 @@ def load(url: str, pids: dict[str, int], chars: int, rounds: int) -> None:
     print(f"  2-char request with six in flight: median {statistics.median(latencies) * 1000:.0f} ms, "
           f"worst {max(latencies) * 1000:.0f} ms ({len(latencies)} rounds; target worst <= 1000 ms); "
           f"median in flight / idle = {statistics.median(latencies) / idle:.1f}x")
+    print("  each round: " + ", ".join(f"{latency * 1000:.0f}" for latency in latencies) + " ms")
     print(f"  huge requests: {dict(statuses)}, each answered in median {statistics.median(huge_took):.2f} s, "
           f"worst {max(huge_took):.2f} s")
     for name in pids:
         print(f"  {name} RSS: peak {peak.peak[name]:.0f} MiB, 3 s after {after[name]:.0f} MiB")
+    metrics = httpx.get(url + "/metrics/prometheus").text
+    held = [line for line in metrics.splitlines() if line.startswith("maya:tokenize_cache_bytes ")]
+    print(f"  of which the tokenize cache holds {float(held[0].split()[1]) / 2**20:.0f} MiB" if held else "")
 
 
 def main() -> int:
@@ -132,7 +136,7 @@ def main() -> int:
         print(f"2-char request idle: median {statistics.median(idle) * 1000:.0f} ms, worst {max(idle) * 1000:.0f} ms")
         print("idle RSS: " + ", ".join(f"{name} {rss_mib(pid):.0f} MiB" for name, pid in pids.items()))
         for name, chars in (("over", int(args.over_mib * 2**20)), ("under", args.under_chars)):
-            print(f"load '{name}': {HUGE} clients sending {chars:,}-character prompts back to back")
+            print(f"load '{name}': {HUGE} {chars:,}-character prompts at once, the 2-char request 0.2 s later")
             load(url, pids, chars, args.rounds)
     finally:
         process.terminate()
