@@ -23,6 +23,8 @@ from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .pipeline.generation import GenerationService
+from .pipeline.cache_scope import isolates
+from .pipeline.prepare_lanes import PrepareLanes, PrepareLanesCollector
 from .pipeline.spellings import SpellingMemory, SpellingMemoryCollector
 from .images.encoder import bound_for, read_projector
 from .images.limits import ImageLimits
@@ -85,7 +87,10 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     spellings = SpellingMemory(config.spelling_memory_mib << 20) if config.spelling_memory_mib else None
     if spellings is not None:
         metrics.registry.register(SpellingMemoryCollector(spellings))
-    service = GenerationService(engine, get_family(config.family), queue, metrics, images, spellings)
+    lanes = PrepareLanes(config.prepare_threads, max_waiting=config.max_queue)
+    metrics.registry.register(PrepareLanesCollector(lanes))
+    service = GenerationService(engine, get_family(config.family), queue, metrics, images, spellings,
+                                isolate_caches=isolates(config.prompt_cache_isolation, config.api_keys), lanes=lanes)
     hub = McpHub(config.mcp_servers, mcp_settings(config))
     metrics.registry.register(McpCollector(hub))
 
@@ -109,6 +114,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
                 await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
             finally:
                 images.close()
+                lanes.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan, middleware=middleware(config, shutdown, metrics))
@@ -117,7 +123,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.state.store = store
     app.state.jobs = jobs
     install_error_handlers(app)
-    limits = BodyLimits(config.max_body_bytes, config.max_json_depth)
+    limits = BodyLimits(config.max_body_bytes, config.max_json_depth, lanes)
     install_openapi(app, {("/v1/responses", "post"): ResponsesRequest, ("/v1/chat/completions", "post"): ChatRequest})
     install_docs(app, docs_url=DOCS_URL, openapi_url=OPENAPI_URL)
     app.include_router(chat_router(service, config.served_model_name, limits, hub,

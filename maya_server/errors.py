@@ -11,6 +11,7 @@
     ├── PermissionDeniedError      403 (a cross-site Origin, a Host that does not name this server)
     ├── StorageCapacityError       413 a snapshot too large for the response store
     ├── PayloadTooLargeError       413 a request body over the size limit
+    │   └── PromptTooLarge         413 prompt_too_large (its text took past the tokenize deadline to split)
     ├── UnsupportedMediaTypeError  415 a POST body that is not application/json
     ├── RateLimitError             429 (a bounded queue, or the image memory pool, is full)
     ├── ToolPolicyError            500 invalid_tool_call (the model called an undeclared or disallowed tool)
@@ -113,6 +114,13 @@ class PayloadTooLargeError(MayaError):
     status = 413
     type = "invalid_request_error"
     code = "request_too_large"
+
+
+class PromptTooLarge(PayloadTooLargeError):
+    """A prompt whose text took the tokenizer past its deadline: what it costs is the request's, so it is the
+    client's to shorten (a 413, which clients do not retry as they would a 408 or a 503)."""
+
+    code = "prompt_too_large"
 
 
 class UnsupportedMediaTypeError(MayaError):

@@ -29,6 +29,8 @@ class RecordingScriptedEngine(ScriptedEngine):
         """Generations that reached the engine (a request refused before it counts none)."""
         self.prompts: deque[array] = deque(maxlen=RECORDED_REQUESTS)  # 4 bytes an id, not a list's 8
         self.params: deque = deque(maxlen=RECORDED_REQUESTS)
+        self.salts: deque = deque(maxlen=RECORDED_REQUESTS)
+        """Each generation's `cache_salt` (None: the caches shared)."""
         self.cancelled = 0
         """Streams that ended before their finish or failure: the pipeline closed them, or the generation
         was cancelled."""
@@ -45,6 +47,7 @@ class RecordingScriptedEngine(ScriptedEngine):
         self.calls += 1
         self.prompts.append(array("I", generation.prompt_ids))
         self.params.append(generation.params)
+        self.salts.append(generation.cache_salt)
         ended = False
         replay = super()._stream(generation)
         try:

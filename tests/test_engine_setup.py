@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 
@@ -19,12 +19,13 @@ from maya_server.errors import ConfigError
 def test_the_embedded_engine_gets_every_setting_it_reads():
     config = ServerConfig(engine="llamacpp", model="/m.gguf", slots=3, ctx=1024, threads=2, gpu_layers=7,
                           cache_ram_mib=64, mmproj="/p.gguf", tokenizer="/dir", upstream_read_timeout=9.0,
-                          tokenize_cache_mib=5, engine_args=("--no-repack",))
+                          tokenize_cache_mib=5, tokenize_timeout=4.5, engine_args=("--no-repack",))
     options = embedded_options(config)
     assert (options.model, options.slots, options.ctx, options.threads, options.gpu_layers, options.cache_ram_mib,
             options.mmproj, options.tokenizer_dir, options.read_timeout, options.tokenize_cache_mib,
-            options.extra_args) == ("/m.gguf", 3, 1024, 2, 7, 64, "/p.gguf", "/dir", 9.0, 5, ("--no-repack",))
-    assert len(fields(options)) == 11
+            options.tokenize_timeout, options.extra_args) == (
+        "/m.gguf", 3, 1024, 2, 7, 64, "/p.gguf", "/dir", 9.0, 5, 4.5, ("--no-repack",))
+    assert len(fields(options)) == 12
 
 
 def test_the_upstream_engine_gets_every_setting_it_reads():
@@ -88,3 +89,11 @@ def test_the_context_is_credited_where_it_came_from():
     assert context_source(ServerConfig(), 8192) == "the model's training context"
     assert context_source(ServerConfig(engine="upstream"), 32768) == "the engine's own"
     assert context_source(ServerConfig(engine="scripted"), DEFAULT_CTX) == "Maya's default"
+
+
+def test_isolated_caches_turn_the_embedded_engines_shared_ram_cache_off():
+    """llama-server's RAM prompt cache is keyed by tokens alone: with caches isolated per key it must be off."""
+    two_keys = ServerConfig(model="m.gguf", api_keys=("kA", "kB"), cache_ram_mib=512)
+    assert embedded_options(two_keys).cache_ram_mib == 0
+    assert embedded_options(replace(two_keys, prompt_cache_isolation="shared")).cache_ram_mib == 512
+    assert embedded_options(replace(two_keys, api_keys=("kA",))).cache_ram_mib == 512  # one key: one tenant

@@ -28,6 +28,7 @@ from ..neutral.events import (
     Failed, Finished, LoopEvent, McpRoundLimitReached, McpToolCall, McpToolResult, PipelineEvent, ReasoningDelta,
     TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
+from ..pipeline.cache_scope import SHARED_SCOPE
 from ..pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..mcp.connection import McpTool
 from ..mcp.hub import McpHub
@@ -111,11 +112,14 @@ class _Round:
 
 
 class McpToolLoop:
-    def __init__(self, service: GenerationService, hub: McpHub, tools: Mapping[str, McpTool], max_rounds: int) -> None:
+    def __init__(self, service: GenerationService, hub: McpHub, tools: Mapping[str, McpTool], max_rounds: int, *,
+                 owner: str = SHARED_SCOPE) -> None:
+        """`owner`: the request's owner scope, whose caches each later round's prompt is prepared in."""
         self.service = service
         self.hub = hub
         self.tools = tools
         self.max_rounds = max_rounds
+        self.owner = owner
 
     async def run(self, prepared: PreparedGeneration, settings: GenerationSettings,
                   admission: Admission) -> AsyncIterator[LoopEvent]:
@@ -160,7 +164,7 @@ class McpToolLoop:
                 return
             try:
                 prepared = await self.service.prepare_async(
-                    _continued(prepared.conversation, current.turns(outcomes)), settings)
+                    _continued(prepared.conversation, current.turns(outcomes)), settings, owner=self.owner)
             except MayaError as exc:  # e.g. the results no longer fit the context
                 yield Failed(exc, usage)
                 return

@@ -46,7 +46,7 @@ def chat_router(
             tools = None
             if body.strata_mcp:
                 conversation, tools = await offer_mcp_tools(hub, conversation)
-            prepared = await service.prepare_async(conversation, settings, large=large)
+            prepared = await service.prepare_async(conversation, settings, large=large, owner=request.state.owner)
         except BaseException:
             if admission is not None:
                 admission.release()
@@ -57,7 +57,8 @@ def chat_router(
         if tools is None:
             events = gated(service.run(prepared, admission), gate)
         else:
-            events = gated(McpToolLoop(service, hub, tools, mcp_max_rounds).run(prepared, settings, admission), gate)
+            events = gated(McpToolLoop(service, hub, tools, mcp_max_rounds, owner=request.state.owner).run(
+                prepared, settings, admission), gate)
         if body.stream:
             return EventStreamResponse(_stream(events, assembler), on_close=admission.release,
                                        farewell=lambda: encode_event(shutdown_error().body()),

@@ -98,6 +98,10 @@ class Generation:
     images: tuple[bytes, ...] = ()
     """Images (PNG, scaled and re-encoded by Maya) for an engine that `accepts_images`; image `i` goes before `prompt_ids[image_positions[i]]`."""
     image_positions: tuple[int, ...] = ()
+    cache_salt: str | None = None
+    """The cache scope of the key that sent it, as a salt (`pipeline/cache_scope.py`); None: the caches are
+    shared. An engine reuses only cached prompts of the same salt: vLLM and SGLang are told it (`cache_salt`), a
+    llama-server slot that holds another salt's sequence is not reused (`slot_choice.py`)."""
     cancelled: bool = field(default=False, init=False, repr=False)
     """Set by `cancel`, from any thread (a plain attribute: engines read it at every token, and nothing waits
     on it, so an Event's lock would buy nothing)."""
@@ -163,6 +167,10 @@ class Engine(ABC):
     remedy is a Maya setting, which the edge (`engine_setup`) adds."""
     image_tokens: int = 0
     """Context positions one image takes (measured at start-up), for the context check before generation."""
+    max_token_bytes: int | None = None
+    """The most bytes of prompt text one token can stand for (None: unknown). A prompt of `n` bytes takes at least
+    `n / max_token_bytes` tokens, so one whose length alone rules the context out is refused before it is
+    tokenized (`pipeline/context_bound.py`)."""
     blocking_tokenizer: bool = False
     """Whether `tokenizer.encode` may wait on I/O (the embedded engine asks llama-server), so prompts are
     prepared off the event loop."""
@@ -197,6 +205,11 @@ class Engine(ABC):
     def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
         """The engine's own stream: tokens, `PromptProgress` when asked, `Counts` when it learns them, and a
         final `Finish`; it stops (returns without `Finish`) once `generation.cancelled`."""
+
+    def scoped_tokenizer(self, scope: str) -> Tokenizer:
+        """The tokenizer a request in cache `scope` tokenizes with: the engine's own, or (an engine that caches
+        what it tokenized, the embedded one) a view whose cache holds that scope's runs only."""
+        return self.tokenizer
 
     def token_id(self, text: str) -> int | None:
         """The id of a single special token, or None when the vocabulary has no such token."""

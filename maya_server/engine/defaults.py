@@ -18,6 +18,8 @@ CACHE_RAM_MIB = 2048
 """llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
 TOKENIZE_CACHE_MIB = 64
 """The embedded engine's cache of prompt text runs' token ids (`TokenCache`)."""
+TOKENIZE_TIMEOUT_S = 30.0
+"""Seconds the embedded engine waits for llama-server's `/tokenize` of one prompt text run."""
 REPLICA_ROUTING = "affinity"
 """How requests are spread over replicas (`replica_router.py`)."""
 AFFINITY_ENTRIES = 131072

@@ -26,26 +26,28 @@ from __future__ import annotations
 
 import sys
 from array import array
+from copy import copy
 from typing import Sequence
 
 import httpx
 
-from ..errors import UpstreamError, UpstreamUnavailable
+from ..errors import PromptTooLarge, UpstreamError, UpstreamUnavailable
 from ..model.gguf_vocabulary import GgufVocabulary
-from ..util.ids_cache import IdsCache, IdsCacheCollector
+from ..util.ids_cache import IdsCache, IdsCacheCollector, scope_bytes
+from .defaults import TOKENIZE_TIMEOUT_S
 
-class TokenCache(IdsCache[tuple[str, bool]]):
-    """Text runs' token ids by (text, special), in `IdsCache`'s bounds."""
+class TokenCache(IdsCache[tuple[str, str, bool]]):
+    """Text runs' token ids by (cache scope, text, special), in `IdsCache`'s bounds."""
 
     def __init__(self, limit_bytes: int) -> None:
-        super().__init__(limit_bytes, key_bytes=lambda key: sys.getsizeof(key[0]))
+        super().__init__(limit_bytes, key_bytes=lambda key: scope_bytes(key[0]) + sys.getsizeof(key[1]))
 
-    def get(self, text: str, special: bool) -> list[int] | None:
-        ids = self.lookup((text, special))
+    def get(self, text: str, special: bool, scope: str = "") -> list[int] | None:
+        ids = self.lookup((scope, text, special))
         return ids.tolist() if ids is not None else None
 
-    def put(self, text: str, special: bool, ids: Sequence[int]) -> None:
-        self.keep((text, special), array("i", ids))
+    def put(self, text: str, special: bool, ids: Sequence[int], scope: str = "") -> None:
+        self.keep((scope, text, special), array("i", ids))
 
 
 class LlamaServerTokenizer:
@@ -56,20 +58,35 @@ class LlamaServerTokenizer:
         tokenizer.encode("<|user|>", special=False)   # several ordinary tokens, from llama-server
     """
 
-    def __init__(self, vocabulary: GgufVocabulary, client: httpx.Client, cache: TokenCache) -> None:
+    def __init__(self, vocabulary: GgufVocabulary, client: httpx.Client, cache: TokenCache, *,
+                 timeout: float = TOKENIZE_TIMEOUT_S) -> None:
         self.vocabulary = vocabulary
         self.cache = cache
         self._client = client
+        self._timeout = timeout
+        """Seconds one `/tokenize` call may take: past it the prompt is `PromptTooLarge`, the client's to
+        shorten (a huge run costs the child seconds of CPU per megabyte), never an engine fault."""
+        self.scope = ""
+        """The cache scope whose runs this tokenizer finds and keeps (`scoped`)."""
+
+    def scoped(self, scope: str) -> "LlamaServerTokenizer":
+        """This tokenizer for a request in cache `scope`: the same vocabulary, client and cache, but it finds
+        and keeps that scope's runs only."""
+        if scope == self.scope:
+            return self
+        view = copy(self)
+        view.scope = scope
+        return view
 
     def encode(self, text: str, *, special: bool) -> list[int]:
         if special:
             token_id = self.vocabulary.special_id(text)
             if token_id is not None:
                 return [token_id]
-        ids = self.cache.get(text, special)
+        ids = self.cache.get(text, special, self.scope)
         if ids is None:
             ids = self.engine_tokens(text, special=special)
-            self.cache.put(text, special, ids)
+            self.cache.put(text, special, ids, self.scope)
         return ids
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -86,7 +103,11 @@ class LlamaServerTokenizer:
         """llama-server's own ids for `text`, uncached (no BOS; `special` parses control tokens)."""
         try:
             response = self._client.post("/tokenize", json={"content": text, "add_special": False,
-                                                             "parse_special": special})
+                                                             "parse_special": special}, timeout=self._timeout)
+        except httpx.TimeoutException:
+            raise PromptTooLarge(
+                f"The prompt could not be split into tokens within {self._timeout:g} seconds (--tokenize-timeout). "
+                "Send a shorter prompt.") from None
         except httpx.HTTPError as exc:
             raise UpstreamUnavailable(f"llama-server did not tokenize the prompt ({type(exc).__name__})") from None
         if response.status_code != 200:

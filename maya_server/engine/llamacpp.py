@@ -41,7 +41,7 @@ from ..model.gguf_vocabulary import GgufVocabulary
 from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX
-from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB
+from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S
 from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
 from .llama_server_build import ensure_binary
 from .llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
@@ -83,6 +83,8 @@ class EmbeddedOptions:
     read_timeout: float = READ_TIMEOUT_S
     tokenize_cache_mib: int = TOKENIZE_CACHE_MIB
     """The bound of the cache of prompt runs' token ids (`TokenCache`)."""
+    tokenize_timeout: float = TOKENIZE_TIMEOUT_S
+    """Seconds llama-server may take to tokenize one prompt text run (past it: `PromptTooLarge`)."""
     extra_args: tuple[str, ...] = ()
     """The operator's own llama-server flags."""
 
@@ -123,12 +125,15 @@ class LlamaCppEngine(UpstreamEngine):
             info = probe_upstream(client)
             tokenizer: Tokenizer = (
                 HfTokenizer.from_model_dir(options.tokenizer_dir) if options.tokenizer_dir is not None
-                else LlamaServerTokenizer(vocabulary, client, TokenCache(options.tokenize_cache_mib << 20)))
+                else LlamaServerTokenizer(vocabulary, client, TokenCache(options.tokenize_cache_mib << 20),
+                                          timeout=options.tokenize_timeout))
             check_tokenizer(tokenizer, vocabulary, client)
             image_tokens = measure_image_tokens(client, info.media_marker) if info.vision else 0
             engine = cls(process, tokenizer, info, read_timeout=options.read_timeout,
                          chat_template=_text(metadata.get("tokenizer.chat_template")))
             engine.image_tokens = image_tokens
+            if engine.blocking_tokenizer:  # llama-server's own tokenizer; a tokenizer_dir's may normalize text
+                engine.max_token_bytes = vocabulary.max_token_bytes()
             if not engine.blocking_tokenizer:
                 client.close()  # only llama-server's own tokenizer keeps it
             return engine
@@ -140,6 +145,11 @@ class LlamaCppEngine(UpstreamEngine):
             client.close()
             process.stop()
             raise
+
+    def scoped_tokenizer(self, scope: str) -> Tokenizer:
+        if isinstance(self.tokenizer, LlamaServerTokenizer):
+            return self.tokenizer.scoped(scope)
+        return self.tokenizer
 
     def describe(self) -> dict:
         return {**super().describe(), "model_path": self.model_path, "process": self.process.describe()}

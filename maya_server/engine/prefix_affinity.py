@@ -35,10 +35,12 @@ BLOCK_TOKENS = 16
 6k keys, hashed in a few milliseconds."""
 
 
-def block_keys(prompt_ids: Sequence[int]) -> list[int]:
+def block_keys(prompt_ids: Sequence[int], salt: str | None = None) -> list[int]:
     """The chained key of each whole block of `prompt_ids` (a partial last block has none). Python's hash of a
-    tuple of ints is the same in every process, and a 64-bit collision at worst sends one request elsewhere."""
-    keys, previous = [], 0
+    tuple of ints is the same in every process, and a 64-bit collision at worst sends one request elsewhere.
+    A `salt` (the generation's `cache_salt`: caches isolated per API key) starts the chain, so one key's prompts
+    never match another's: the table's hits, and where a request is routed, say nothing across keys."""
+    keys, previous = [], 0 if salt is None else hash(salt)
     for start in range(0, len(prompt_ids) - BLOCK_TOKENS + 1, BLOCK_TOKENS):
         previous = hash((previous, *prompt_ids[start:start + BLOCK_TOKENS]))
         keys.append(previous)

@@ -139,7 +139,8 @@ class ScriptedEngine(Engine):
         self.tokenizer = ScriptTokenizer()
         for entry in self.entries:  # the script's own pieces come first, so a full vocabulary never garbles it
             entry.ids(self.tokenizer)
-        self._last_ids: list[int] = []
+        self._last: tuple[str | None, list[int]] = (None, [])
+        """The last prompt's cache salt and ids: one slot, reused only by a prompt of the same salt."""
 
     @classmethod
     def from_file(cls, path: str, **kwargs) -> "ScriptedEngine":
@@ -153,8 +154,9 @@ class ScriptedEngine(Engine):
 
     async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
         entry = self._next_entry()
-        cached = reusable_prefix_length(self._last_ids, generation.prompt_ids)
-        self._last_ids = list(generation.prompt_ids)
+        salt, last_ids = self._last
+        cached = reusable_prefix_length(last_ids, generation.prompt_ids) if salt == generation.cache_salt else 0
+        self._last = (generation.cache_salt, list(generation.prompt_ids))
         yield Counts(prompt_tokens=len(generation.prompt_ids), cached_tokens=cached)
         for generated, token_id in enumerate(entry.ids(self.tokenizer)):
             if generation.cancelled:

@@ -17,6 +17,14 @@ the conversation itself, llama-server reuses it in place; when none does, the em
 restores the conversation's own state from there. A record is a hint, never a promise: llama-server
 computes the real shared prefix itself, so a wrong record costs time, never a wrong answer.
 
+With the caches isolated per API key (`pipeline/cache_scope.py`), each record also says whose sequence the slot
+holds (the generation's `cache_salt`): a request is given the free slot sharing most with its prompt among
+its own key's slots and empty ones, and only when none is free another key's slot, least recently used, which
+`reuses` then says it must not reuse (the request is sent with `cache_prompt: false`, so llama-server
+evaluates the whole prompt and its `cached_tokens` is 0). llama-server's RAM cache is shared by every slot and
+keyed by nothing but the tokens, so isolation also needs it off (`engine_setup` starts the child with
+`--cache-ram 0` then).
+
 Memory: one record per slot, each at most the slot's context (`--slots` × `--ctx` ids, 4 bytes each),
 shown by `maya:engine_slot_record_tokens`. Used from the event loop only (take and release run in the
 engine's stream), so it needs no lock.
@@ -54,6 +62,8 @@ def common_prefix(a: bytes, b: bytes) -> int:
 class _Slot:
     held: bytes = b""
     """The ids the slot holds, as `array('i')` bytes."""
+    holder: str | None = None
+    """The cache salt of the generation that left the slot as it is (None: nobody's, or the shared scope)."""
     busy: bool = False
     last_used: int = 0
 
@@ -72,20 +82,24 @@ class SlotChooser:
         self.reused_tokens = 0
         """Prompt tokens the chosen slots' records shared with their prompts, summed."""
 
-    def take(self, prompt_ids: Sequence[int] | None) -> int | None:
+    def take(self, prompt_ids: Sequence[int] | None, salt: str | None = None) -> int | None:
         """The free slot for `prompt_ids` (None: ids unknown, e.g. an image prompt, which takes the least
         recently used), marked busy until `release`; None when Maya sees every slot busy (llama-server then
-        chooses)."""
+        chooses). With a `salt` (the caches isolated per key), a slot another salt left is taken only when no
+        slot of this salt or nobody's is free, and never counts as shared (`reuses` says so)."""
         prompt = _encode(prompt_ids) if prompt_ids else b""
-        best, best_shared = None, -1
+        best, best_rank = None, None
         for index, slot in enumerate(self._slots):
             if slot.busy:
                 continue
-            shared = common_prefix(slot.held, prompt) if prompt else 0
-            if shared > best_shared or (shared == best_shared and slot.last_used < self._slots[best].last_used):
-                best, best_shared = index, shared
+            foreign = not self.reuses(index, salt)
+            shared = common_prefix(slot.held, prompt) if prompt and not foreign else 0
+            rank = (not foreign, shared, -slot.last_used)  # own or empty first, then the most shared, then LRU
+            if best_rank is None or rank > best_rank:
+                best, best_rank = index, rank
         if best is None:
             return None
+        best_shared = best_rank[1]
         chosen = self._slots[best]
         chosen.busy = True
         whole = best_shared > 0 and 4 * best_shared == len(chosen.held)
@@ -93,10 +107,18 @@ class SlotChooser:
         self.reused_tokens += max(0, best_shared)
         return best
 
-    def release(self, index: int, held_ids: Sequence[int] | None) -> None:
-        """The slot is free again and holds `held_ids` (its prompt and generated ids; None: unknown)."""
+    def reuses(self, index: int, salt: str | None) -> bool:
+        """Whether a generation of `salt` may reuse what slot `index` holds: always when the caches are shared
+        (no salt), else when the slot holds that salt's sequence or nobody's."""
+        holder = self._slots[index].holder
+        return salt is None or holder is None or holder == salt
+
+    def release(self, index: int, held_ids: Sequence[int] | None, salt: str | None = None) -> None:
+        """The slot is free again and holds `held_ids` (its prompt and generated ids; None: unknown), left by a
+        generation of `salt`: whatever it holds now is that salt's."""
         slot = self._slots[index]
         held = _encode(held_ids) if held_ids else b""
+        slot.holder = salt
         slot.held = held[:self._max_bytes]
         slot.busy = False
         self._clock += 1

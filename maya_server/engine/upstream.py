@@ -204,17 +204,19 @@ class UpstreamEngine(Engine):
         report_progress = generation.report_progress and self.reports_prompt_progress
         native = self.info.kind == "llama-server"  # its own endpoint: no `[DONE]`, its final chunk ends the stream
         slot = self._take_slot(generation)
+        reuse = self._may_reuse(generation, slot)
         generated: list[int] = []
         pieces = 0  # tokens yielded (`together` makes one of a read's)
         if native:
             path, parse = NATIVE_PATH, parse_native_event
             # images are base64 in the body (tens of MB at most): encoded off the event loop
-            body = await asyncio.to_thread(self._native_body, generation, report_progress, slot) if generation.images \
-                else self._native_body(generation, report_progress, slot)
+            body = await asyncio.to_thread(self._native_body, generation, report_progress, slot, reuse) \
+                if generation.images else self._native_body(generation, report_progress, slot, reuse)
         else:
             path, parse = "/v1/completions", parse_event
             body = orjson.dumps(completion_request(self.info.kind, self.info.model, generation.prompt_ids,
-                                                   generation.params, stop_ids, report_progress=report_progress))
+                                                   generation.params, stop_ids, report_progress=report_progress,
+                                                   cache_salt=generation.cache_salt))
         outcome, failure = "cancelled", None
         answer = None
         self._streaming += 1
@@ -297,20 +299,30 @@ class UpstreamEngine(Engine):
             self.health.record(outcome, failure)
             if slot is not None:  # a failed or refused request may have left the slot in any state: none claimed
                 known = outcome in ("ok", "cancelled") and not generation.images
-                self.slot_chooser.release(slot, generation.prompt_ids + generated if known else None)
+                self.slot_chooser.release(slot, generation.prompt_ids + generated if known else None,
+                                          generation.cache_salt)
 
     def _take_slot(self, generation: Generation) -> int | None:
         """The llama-server slot for this generation (`slot_choice.py`); None where the engine chooses."""
         if self.slot_chooser is None:
             return None
-        return self.slot_chooser.take(None if generation.images else generation.prompt_ids)
+        return self.slot_chooser.take(None if generation.images else generation.prompt_ids, generation.cache_salt)
 
-    def _native_body(self, generation: Generation, report_progress: bool, slot: int | None) -> bytes:
+    def _may_reuse(self, generation: Generation, slot: int | None) -> bool:
+        """Whether llama-server may reuse the slot's cached prefix (`cache_prompt`): always with shared caches;
+        with a salt only in a slot of that salt's, never where llama-server chooses the slot itself."""
+        if generation.cache_salt is None:
+            return True
+        return slot is not None and self.slot_chooser is not None \
+            and self.slot_chooser.reuses(slot, generation.cache_salt)
+
+    def _native_body(self, generation: Generation, report_progress: bool, slot: int | None,
+                     reuse: bool = True) -> bytes:
         prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
                                     generation.image_positions, self.info.media_marker or "")
                   if generation.images else generation.prompt_ids)
         return orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress,
-                                                      slot=slot))
+                                                      slot=slot, reuse_cache=reuse))
 
 
 def _token_run(fields: list[tuple[bytes, bytes]], native: bool) -> TokenRun | None:

@@ -71,10 +71,13 @@ def multimodal_prompt(tokenizer, prompt_ids: list[int], images: tuple[bytes, ...
 
 def completion_request(
     kind: UpstreamKind, model: str | None, prompt_ids: list[int] | dict, params: SamplingParams,
-    stop_ids: Iterable[int], *, report_progress: bool = False,
+    stop_ids: Iterable[int], *, report_progress: bool = False, cache_salt: str | None = None,
 ) -> dict[str, Any]:
     """The streaming `/v1/completions` body for vLLM, SGLang or another OpenAI-style server (`kind`), with
-    OpenAI's sampling semantics (llama-server is driven on `NATIVE_PATH`, `native_completion_request`)."""
+    OpenAI's sampling semantics (llama-server is driven on `NATIVE_PATH`, `native_completion_request`).
+    `cache_salt` (the caches isolated per key) goes to the engines whose prefix cache takes one: vLLM's
+    `cache_salt` salts the hash of the first prefix block, so another salt's blocks never match; SGLang's
+    (0.5.3 and later) joins its radix tree's `extra_key`. An unknown server is not sent a field it may refuse."""
     body: dict[str, Any] = {
         "prompt": prompt_ids,
         "max_tokens": params.max_tokens,
@@ -91,7 +94,13 @@ def completion_request(
     })
     if kind in ("vllm", "openai"):
         body.update({"logprobs": 1, "return_tokens_as_token_ids": True})
+    if cache_salt is not None and kind in SALTED_KINDS:
+        body["cache_salt"] = cache_salt
     return body
+
+
+SALTED_KINDS = ("vllm", "sglang")
+"""The upstreams whose completion endpoint takes a `cache_salt` for their prefix cache."""
 
 
 NATIVE_PATH = "/completion"
@@ -100,11 +109,15 @@ projector loaded its OpenAI `/v1/completions` takes only a string prompt)."""
 
 
 def native_completion_request(prompt: list[int] | dict, params: SamplingParams, *,
-                              report_progress: bool = False, slot: int | None = None) -> dict[str, Any]:
+                              report_progress: bool = False, slot: int | None = None,
+                              reuse_cache: bool = True) -> dict[str, Any]:
     """The streaming `/completion` body for llama-server: OpenAI's sampling, the generated ids in `tokens`, and
-    the slot Maya chose (`id_slot`, see `slot_choice.py`; absent: llama-server chooses)."""
+    the slot Maya chose (`id_slot`, see `slot_choice.py`; absent: llama-server chooses). Without `reuse_cache`
+    (the slot holds another key's sequence) llama-server evaluates the whole prompt (`cache_prompt: false`)."""
     body = {"prompt": prompt, "n_predict": params.max_tokens, **_sampling(params),
             **_llama_server_options(report_progress), "return_tokens": True, "stream": True}
+    if not reuse_cache:
+        body["cache_prompt"] = False
     if slot is not None:
         body["id_slot"] = slot
     return body

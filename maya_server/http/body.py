@@ -5,7 +5,9 @@ or as soon as the bytes received pass the limit, without reading the rest. A
 client that leaves mid-upload is not an error (`ClientGone`, answered 499).
 Large bodies are parsed, validated and rendered into a prompt in a worker
 thread, so one 30 MB request does not stall `/health` and every other request
-(`bench/large_body.py` measures it).
+(`bench/large_body.py` measures it): the large preparation lane's, when the app
+has one (`pipeline/prepare_lanes.py`), so that however many huge bodies arrive
+at once, only that lane's few threads parse them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Callable, TypeVar
 from starlette.requests import ClientDisconnect, Request
 
 from ..errors import ClientGone, PayloadTooLargeError
+from ..pipeline.prepare_lanes import PrepareLanes
 from ..util.validation import parse_json_object
 
 T = TypeVar("T")
@@ -29,6 +32,8 @@ OFF_LOOP_BYTES = 256 * 1024
 class BodyLimits:
     max_bytes: int
     max_depth: int
+    lanes: PrepareLanes | None = None
+    """Where a large body is parsed (the large lane); None: a thread of the default pool."""
 
 
 async def read_json(request: Request, limits: BodyLimits, validate: Callable[[dict], T]) -> tuple[T, bool]:
@@ -36,13 +41,15 @@ async def read_json(request: Request, limits: BodyLimits, validate: Callable[[di
     it was large: the caller then prepares the prompt (render, tokenize) off the loop too."""
     body = await _read(request, limits.max_bytes)
     large = len(body) >= OFF_LOOP_BYTES
-    return await off_loop(large, lambda: validate(parse_json_object(body, limits.max_depth))), large
+    return await off_loop(large, lambda: validate(parse_json_object(body, limits.max_depth)), limits.lanes), large
 
 
-async def off_loop(large: bool, work: Callable[[], T]) -> T:
-    """`work()` in a worker thread for a large request, inline for the usual small one (a thread
-    hop costs more than parsing a few kilobytes)."""
-    return await asyncio.to_thread(work) if large else work()
+async def off_loop(large: bool, work: Callable[[], T], lanes: PrepareLanes | None = None) -> T:
+    """`work()` in a worker thread for a large request (the large lane of `lanes`, when given), inline for the
+    usual small one (a thread hop costs more than parsing a few kilobytes)."""
+    if not large:
+        return work()
+    return await lanes.run(True, work) if lanes is not None else await asyncio.to_thread(work)
 
 
 async def _read(request: Request, limit: int) -> bytes:

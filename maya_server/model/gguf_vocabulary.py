@@ -33,6 +33,10 @@ BYTE_LEVEL_MODELS = ("gpt2", "hybriddna", "whitespace")
 ESCAPED_BPE_PRE = ("gemma4", "granite-embed-multi-311m", "sarvam-moe")
 """BPE pre-tokenizers whose vocabulary writes spaces as U+2581 (llama.cpp's `escape_whitespaces`)."""
 ESCAPED_MODELS = ("llama", "t5", "bert", "gemma4")
+VERBATIM_MODELS = ("gpt2", "llama")
+"""Tokenizers llama.cpp runs on the text as it is (byte-level BPE; SentencePiece with byte fallback): no
+normalizer drops or shortens a character, so every token stands for exactly its piece's bytes. T5's (a
+normalizer that can drop and fold characters) and BERT's (an unknown word is one `[UNK]`) are not."""
 SPACE_MARK = "\u2581"
 
 
@@ -78,6 +82,15 @@ class GgufVocabulary:
             token: i for i, (token, kind) in enumerate(zip(self._tokens, self._types))
             if kind in (CONTROL, USER_DEFINED, UNKNOWN)
         }
+        self._verbatim = model in VERBATIM_MODELS
+
+    def max_token_bytes(self) -> int | None:
+        """The most bytes of text one token stands for (its longest piece), where the tokenizer keeps the text
+        as it is (`VERBATIM_MODELS`); None where it may not. A text of `n` bytes then takes at least
+        `n / max_token_bytes` tokens, whatever its split."""
+        if not self._verbatim:
+            return None
+        return max((len(self.piece(i)) for i in range(len(self._tokens))), default=None) or None
 
     def __len__(self) -> int:
         return len(self._tokens)

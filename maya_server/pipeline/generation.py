@@ -1,7 +1,8 @@
 """The generation pipeline shared by both APIs.
 
     conversation ─► images fetched, checked, decoded                  (load_images: may raise 400)
-                ─► family.render ─► token ids ─► context check      (prepare: may raise 400)
+                ─► family.render ─► (too long for any tokenization?) ─► token ids ─► context check
+                                                                       (prepare: may raise 400)
                    (an answer sent back as history: the ids it was generated as, spellings.py)
                 ─► a place in the engine FIFO                          (admit: may raise 429)
                 ─► engine slot ─► engine tokens ─► stop strings
@@ -18,7 +19,6 @@ early (client gone) cancels the engine and releases the admission.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from array import array
@@ -38,6 +38,9 @@ from ..neutral.events import (
 )
 from ..metrics import Metrics
 from ..model.spelling import respelled
+from .cache_scope import SHARED_SCOPE, cache_salt
+from .context_bound import refuse_beyond_context
+from .prepare_lanes import PrepareLanes
 from .spellings import SpellingMemory, turn_key
 from .stop_strings import StopStringMatcher
 from .tool_policy import ToolPolicy
@@ -65,6 +68,8 @@ class PreparedGeneration:
     report_progress: bool = False
     images: tuple[bytes, ...] = ()
     image_positions: tuple[int, ...] = ()
+    cache_scope: str = SHARED_SCOPE
+    """Whose cached prompts and answers the generation may use (`cache_scope.py`)."""
 
 
 def new_call_id() -> str:
@@ -75,7 +80,8 @@ class GenerationService:
     """Runs conversations through one family and one engine behind one FIFO."""
 
     def __init__(self, engine: Engine, family: Family, queue: EngineQueue, metrics: Metrics,
-                 images: ImageLoader | None = None, spellings: SpellingMemory | None = None) -> None:
+                 images: ImageLoader | None = None, spellings: SpellingMemory | None = None, *,
+                 isolate_caches: bool = False, lanes: PrepareLanes | None = None) -> None:
         self.engine = engine
         self.family = family
         self.queue = queue
@@ -83,6 +89,10 @@ class GenerationService:
         self.images = images or ImageLoader(ImageLimits(), metrics)
         self.spellings = spellings
         """The ids of recent generations, to spell their turns with when they come back (None: off)."""
+        self.isolate_caches = isolate_caches
+        """Each owner (API key) its own cache scope (`cache_scope.py`); else one scope for all."""
+        self.lanes = lanes or PrepareLanes(threads=2, max_waiting=64)
+        """Where prompts are prepared off the event loop (`prepare_lanes.py`)."""
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
         )
@@ -108,23 +118,36 @@ class GenerationService:
         return await self.images.load(conversation)
 
     async def prepare_async(self, conversation: Conversation, settings: GenerationSettings, *,
-                            context_param: str = "messages", large: bool = False) -> PreparedGeneration:
-        """`prepare`, in a worker thread when it may block the event loop: a `large` request (its render is long),
-        or an engine whose tokenizer waits on I/O (the embedded engine asks llama-server for uncached runs)."""
+                            context_param: str = "messages", large: bool = False,
+                            owner: str = SHARED_SCOPE) -> PreparedGeneration:
+        """`prepare`, in a preparation lane's thread when it may block the event loop (`prepare_lanes.py`): a
+        `large` request (its render is long: the large lane), or an engine whose tokenizer waits on I/O (the
+        embedded engine asks llama-server for uncached runs)."""
         if large or self.engine.blocking_tokenizer:
-            return await asyncio.to_thread(self.prepare, conversation, settings, context_param=context_param)
-        return self.prepare(conversation, settings, context_param=context_param)
+            return await self.lanes.run(large, partial(self.prepare, conversation, settings,
+                                                       context_param=context_param, owner=owner))
+        return self.prepare(conversation, settings, context_param=context_param, owner=owner)
+
+    def cache_scope(self, owner: str) -> str:
+        """The cache scope of a request by `owner` (its API key's owner scope, `http/auth.py`)."""
+        return owner if self.isolate_caches else SHARED_SCOPE
 
     def prepare(
-        self, conversation: Conversation, settings: GenerationSettings, *, context_param: str = "messages"
+        self, conversation: Conversation, settings: GenerationSettings, *, context_param: str = "messages",
+        owner: str = SHARED_SCOPE,
     ) -> PreparedGeneration:
         """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call.
-        Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context."""
-        tokenizer = self.engine.tokenizer
+        Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context.
+        What is looked up in caches is looked up in `owner`'s cache scope only."""
+        scope = self.cache_scope(owner)
+        tokenizer = self.engine.scoped_tokenizer(scope)
         images = tuple(p.data for p in image_parts(conversation))
         prompt = self.family.render(conversation)
+        engine = self.engine
+        refuse_beyond_context(prompt, max_token_bytes=engine.max_token_bytes, image_tokens=engine.image_tokens,
+                              context=engine.context_size, max_tokens=settings.max_tokens, param=context_param)
         if self.spellings is not None and not images:  # an image prompt reaches llama-server as text: ids unused
-            prompt = respelled(prompt, tokenizer, partial(self.spellings.recall, tokenizer))
+            prompt = respelled(prompt, tokenizer, partial(self.spellings.recall, self.engine.tokenizer, scope))
         prompt_ids, positions = prompt.tokenize(tokenizer)
         if len(images) != len(positions) or any(data is None for data in images):
             raise EngineError("the conversation's images were not loaded before prepare")
@@ -159,7 +182,7 @@ class GenerationService:
             stop_token_ids=self._stop_ids,
         )
         return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,
-                                  settings.report_progress, images, positions)
+                                  settings.report_progress, images, positions, scope)
 
     def admit(self, *, bounded: bool = True) -> Admission:
         """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
@@ -169,9 +192,10 @@ class GenerationService:
     async def run(self, prepared: PreparedGeneration, admission: Admission) -> AsyncIterator[PipelineEvent]:
         generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
                                 report_progress=prepared.report_progress, images=prepared.images,
-                                image_positions=prepared.image_positions)
+                                image_positions=prepared.image_positions, cache_salt=cache_salt(prepared.cache_scope))
         state = _RunState(
             generation=generation,
+            cache_scope=prepared.cache_scope,
             parser=self.family.parser(prepared.conversation, new_call_id),
             stops=StopStringMatcher(prepared.stop),
             policy=ToolPolicy(prepared.conversation, prepared.max_tool_calls),
@@ -269,7 +293,8 @@ class GenerationService:
         """Keep the ids of a finished turn under what it published, for when it comes back as history."""
         if self.spellings is not None and state.generated_ids and min(state.generated_ids) >= 0:  # < 0: text only
             calls = [tuple(call) for call in state.calls.values()]
-            self.spellings.remember(self.engine.tokenizer, turn_key("".join(state.text), calls), state.generated_ids)
+            self.spellings.remember(self.engine.tokenizer, state.cache_scope, turn_key("".join(state.text), calls),
+                                    state.generated_ids)
 
     def _count(self, state: "_RunState") -> None:
         stats = state.generation.stats
@@ -285,6 +310,7 @@ class _RunState:
     parser: StreamParser
     stops: StopStringMatcher
     policy: "ToolPolicy"
+    cache_scope: str = SHARED_SCOPE
     reasoning_tokens: int = 0
     generated_ids: array = field(default_factory=lambda: array("i"))
     """Every id the engine generated for the turn, for `SpellingMemory` (an upstream that sends text only gives

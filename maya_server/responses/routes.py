@@ -65,11 +65,12 @@ def responses_router(
         service.check_images(conversation)
         prepared = None
         if not image_parts(conversation):
-            prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
+            prepared = await service.prepare_async(conversation, settings, context_param="input", large=large,
+                                                   owner=turn.owner)
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None,
                                       on_unsaved=turn.not_saved)
         gate = publish_gate(conversation, body.output_format)
-        generate = lambda: gated(_in_worker(service, conversation, settings, prepared), gate)  # noqa: E731
+        generate = lambda: gated(_in_worker(service, conversation, settings, prepared, turn.owner), gate)  # noqa: E731
         return start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream))
 
     async def answer_foreground(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
@@ -79,7 +80,8 @@ def responses_router(
         conversation = to_conversation(body, prior=turn.prior)
         conversation, admission = await load_admitted(request, service, conversation)  # images, once admitted
         try:
-            prepared = await service.prepare_async(conversation, settings, context_param="input", large=large)
+            prepared = await service.prepare_async(conversation, settings, context_param="input", large=large,
+                                                   owner=turn.owner)
         except BaseException:
             if admission is not None:
                 admission.release()
@@ -131,14 +133,14 @@ async def _answer_json(request: Request, assembler: ResponseAssembler, events: A
 
 
 async def _in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,
-                     prepared: PreparedGeneration | None) -> AsyncIterator[PipelineEvent]:
+                     prepared: PreparedGeneration | None, owner: str) -> AsyncIterator[PipelineEvent]:
     """A background job's generation. Unprepared (it has images), the worker first fetches and decodes
     them and prepares, as the spec gives workers preparation and image work: a cancel or the deadline
     waits for that step to return and clean up, and its refusals fail the task with their error."""
     if prepared is None:
         try:
             conversation = await service.load_images(conversation)
-            prepared = await service.prepare_async(conversation, settings, context_param="input")
+            prepared = await service.prepare_async(conversation, settings, context_param="input", owner=owner)
         except MayaError as exc:
             yield Failed(exc, Usage(0, 0, 0, 0))
             return

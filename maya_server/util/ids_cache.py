@@ -23,6 +23,12 @@ ENTRY_OVERHEAD = 200
 Key = TypeVar("Key", bound=Hashable)
 
 
+def scope_bytes(scope: str) -> int:
+    """What an entry's cache scope takes: an owner scope is a string of its own per entry, the shared scope
+    ("") one string for all."""
+    return sys.getsizeof(scope) if scope else 0
+
+
 class IdsCache(Generic[Key]):
     def __init__(self, limit_bytes: int, key_bytes: Callable[[Key], int] = sys.getsizeof) -> None:
         """`key_bytes`: what a key's own text takes (a tuple key names the item that holds it)."""

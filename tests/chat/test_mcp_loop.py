@@ -222,7 +222,7 @@ class StubService:
         for event in self.rounds.pop(0):
             yield event
 
-    async def prepare_async(self, conversation: Conversation, settings: GenerationSettings):
+    async def prepare_async(self, conversation: Conversation, settings: GenerationSettings, **options):
         self.conversations.append(conversation)
         return SimpleNamespace(conversation=conversation)
 

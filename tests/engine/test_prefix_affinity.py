@@ -57,3 +57,13 @@ def test_a_forgotten_replica_holds_nothing_and_others_keep_theirs():
     assert table.matches(block_keys(conversation(1, 3)), 2) == [0, 0]
     assert table.matches(block_keys(conversation(2, 3)), 2) == [0, 6]
     assert len(table) == 6  # conversation 1's own blocks went; the shared ones stay for replica 1
+
+
+def test_a_salt_keeps_one_keys_prefixes_from_matching_anothers():
+    from maya_server.engine.prefix_affinity import block_keys
+
+    prompt = list(range(64))
+    assert block_keys(prompt, "salt-a") == block_keys(prompt, "salt-a")
+    assert not set(block_keys(prompt, "salt-a")) & set(block_keys(prompt, "salt-b"))
+    assert not set(block_keys(prompt, "salt-a")) & set(block_keys(prompt))
+    assert block_keys(prompt, None) == block_keys(prompt)

@@ -68,3 +68,30 @@ def test_records_are_bounded_by_the_slot_context_and_counted():
     assert metrics["maya:engine_slot_record_tokens"].samples[0].value == 100
     chooser.release(slot, None)  # unknown contents (a failed request): nothing is claimed
     assert chooser.recorded_tokens == 0
+
+
+def test_a_salted_prompt_takes_its_own_or_an_empty_slot_before_another_salts():
+    """Caches isolated per key: another key's slot never counts as sharing, and is taken only when no other is
+    free; `reuses` then tells the engine to evaluate the whole prompt."""
+    chooser = SlotChooser(3, 1000)
+    prompt = list(range(50))
+    for slot in range(2):
+        assert chooser.take(prompt, "a") == slot
+    chooser.release(0, prompt, "a")
+    chooser.release(1, prompt, "a")
+
+    taken = chooser.take(prompt, "b")
+    assert taken == 2 and chooser.reuses(taken, "b")   # the empty slot, not the one sharing the whole prompt
+    second = chooser.take(prompt, "b")
+    assert not chooser.reuses(second, "b") and chooser.reuses(second, "a")
+    assert chooser.choices["whole"] == 0 and chooser.reused_tokens == 0  # nothing counted as shared across keys
+    chooser.release(second, prompt, "b")
+    assert chooser.reuses(second, "b") and not chooser.reuses(second, "a")  # what it holds now is b's
+
+
+def test_without_a_salt_every_slot_is_shared():
+    chooser = SlotChooser(2, 1000)
+    chooser.take([1, 2, 3], "a")
+    chooser.release(0, [1, 2, 3], "a")
+
+    assert chooser.take([1, 2, 3, 4], None) == 0 and chooser.reuses(0, None)

@@ -102,3 +102,18 @@ def test_off_loop_runs_inline_unless_large():
         return await off_loop(large, threading.current_thread)
     assert asyncio.run(where(False)) is threading.main_thread()
     assert asyncio.run(where(True)) is not threading.main_thread()
+
+
+def test_a_large_body_is_parsed_in_the_large_preparation_lane():
+    """Huge bodies arriving at once take the large lane's few threads, not the default pool's every one."""
+    from maya_server.pipeline.prepare_lanes import PrepareLanes
+
+    lanes = PrepareLanes(threads=1, max_waiting=1)
+
+    async def where(large):
+        return await off_loop(large, lambda: threading.current_thread().name, lanes)
+    try:
+        assert asyncio.run(where(True)).startswith("maya-prepare-large")
+        assert asyncio.run(where(False)) == threading.main_thread().name
+    finally:
+        lanes.close()

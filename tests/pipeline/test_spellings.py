@@ -106,12 +106,12 @@ def test_the_memory_keeps_to_its_bytes_dropping_the_least_recently_used():
     one = len(turn_key("answer 0", [])) + ids.itemsize * len(ids)
     memory = SpellingMemory(limit_bytes=3 * (one + 300))
     for n in range(10):
-        memory.remember(tokenizer, turn_key(f"answer {n}", []), array("I", ids))
+        memory.remember(tokenizer, "", turn_key(f"answer {n}", []), array("I", ids))
         assert memory.size_bytes <= memory.limit_bytes
 
     assert 1 <= len(memory) < 10 and memory.evictions == 10 - len(memory)
-    assert memory.recall(tokenizer, Message("assistant", (TextPart("answer 9"),))) is not None
-    assert memory.recall(tokenizer, Message("assistant", (TextPart("answer 0"),))) is None
+    assert memory.recall(tokenizer, "", Message("assistant", (TextPart("answer 9"),))) is not None
+    assert memory.recall(tokenizer, "", Message("assistant", (TextPart("answer 0"),))) is None
     samples = {s.name: s.value for family in SpellingMemoryCollector(memory).collect() for s in family.samples}
     assert samples["maya:spelling_memory_bytes"] == memory.size_bytes
     assert samples["maya:spelling_memory_entries"] == len(memory)
@@ -121,10 +121,10 @@ def test_the_memory_keeps_to_its_bytes_dropping_the_least_recently_used():
 def test_only_assistant_turns_are_recalled():
     tokenizer = ScriptTokenizer()
     memory = SpellingMemory(1 << 20)
-    memory.remember(tokenizer, turn_key("Hello there", []), array("I", [1, 2]))
+    memory.remember(tokenizer, "", turn_key("Hello there", []), array("I", [1, 2]))
 
-    assert memory.recall(tokenizer, user("Hello there")) is None
-    assert memory.recall(tokenizer, Message("assistant", (TextPart("Hello there"),))) is not None
+    assert memory.recall(tokenizer, "", user("Hello there")) is None
+    assert memory.recall(tokenizer, "", Message("assistant", (TextPart("Hello there"),))) is not None
 
 
 class _TextOnlyEngine(RecordingScriptedEngine):
@@ -153,7 +153,7 @@ def test_a_conversation_with_images_is_tokenized_as_before():
     tokenizer = service.engine.tokenizer
     arguments = '{"city": "Paris"}'
     pieces = ["<tool_call>", "\n", '{"name": "get_weather", "arguments": ', arguments, "}", "\n", "</tool_call>"]
-    memory.remember(tokenizer, turn_key("", [("get_weather", arguments)]), array("i", piece_ids(tokenizer, *pieces)))
+    memory.remember(tokenizer, "", turn_key("", [("get_weather", arguments)]), array("i", piece_ids(tokenizer, *pieces)))
     picture = ImagePart("data:image/png;base64,AAAA", data=b"\x89PNG")
     history = chat(Message("user", (TextPart("weather here?"), picture)),
                    Message("assistant", (), None, (ToolCall("call_1", "get_weather", arguments),)),
@@ -165,3 +165,15 @@ def test_a_conversation_with_images_is_tokenized_as_before():
     assert len(prepared.images) == 1
     without_image = chat(user("weather here?"), *history.turns[1:])
     assert holds_run(service.prepare(without_image, GenerationSettings()).prompt_ids, piece_ids(tokenizer, *pieces))
+
+
+def test_a_turn_is_recalled_only_in_the_cache_scope_that_generated_it():
+    """One key's answer is never another key's hit: the memory is keyed by the request's cache scope."""
+    tokenizer = ScriptTokenizer()
+    memory = SpellingMemory(1 << 20)
+    memory.remember(tokenizer, "owner-a", turn_key("Secret password is hunter2", []), array("I", [1, 2, 3]))
+    answer = Message("assistant", (TextPart("Secret password is hunter2"),))
+
+    assert memory.recall(tokenizer, "owner-b", answer) is None
+    assert memory.recall(tokenizer, "", answer) is None
+    assert list(memory.recall(tokenizer, "owner-a", answer)) == [1, 2, 3]
