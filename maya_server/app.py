@@ -47,22 +47,22 @@ from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
-from .responses.store import ResponseStore
+from .responses.store_open import open_store
 from .responses.collectors import JobCollector, StoreCollector
 from .responses.jobs import JobManager
 
 
-def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic) -> FastAPI:
-    """`clock` drives the response store's TTL (tests inject one). A bad Responses setting in
-    `config.environ` raises `ConfigError`."""
+def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] | None = None) -> FastAPI:
+    """`clock` drives the response store's TTL (tests inject one; None: each store's own, monotonic in memory and
+    the wall clock shared by replicas on Redis). A bad Responses setting in `config.environ` raises `ConfigError`."""
     settings = ResponsesSettings.from_environ(config.environ)
-    store = ResponseStore(settings, clock=clock)
+    store = open_store(config, settings, clock=clock)
 
-    def unsave(job) -> None:
+    async def unsave(job) -> None:
         with suppress(NotFoundError):
-            store.delete(job.owner, job.id)
+            await store.delete(job.owner, job.id)
 
-    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
+    jobs = JobManager(settings, clock=clock or time.monotonic, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
     metrics = Metrics()
     metrics.registry.register(StoreCollector(store))
     metrics.registry.register(JobCollector(jobs))
@@ -97,6 +97,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
+        await store.start()
         await hub.start()
         try:
             yield {"shutdown": shutdown}  # Starlette copies lifespan state into every request's scope
@@ -107,6 +108,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
                 await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time
             finally:
                 images.close()
+                await store.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan, middleware=middleware(config, shutdown, metrics))

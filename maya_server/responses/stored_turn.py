@@ -23,7 +23,7 @@ Which history a turn continues is decided by `ResponseRecords.open_turn`
 this turn either the store's copy, already pinned, or, when the store has
 evicted a background response whose job record is still retained, that
 record's items, which are then stored again with this turn. `save` is the
-assembler's `on_finish`: it runs before the terminal event.
+assembler's `on_finish` (a coroutine: a shared store is a round trip away): it runs before the terminal event.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import orjson
 
 from .request import ResponsesRequest
 from .request_items import InputItem
-from .store import Continuation, ResponseStore
+from .store_interface import ResponseStoreBackend, StoredHistory
 from .stored_items import replay, stored_input_items
 
 
@@ -44,10 +44,10 @@ class StoredTurn:
 
     def __init__(
         self,
-        store: ResponseStore,
+        store: ResponseStoreBackend,
         owner: str,
         request: ResponsesRequest,
-        base: Continuation | None = None,
+        base: StoredHistory | None = None,
         carried: Sequence[dict] = (),
     ) -> None:
         """`base`: the continued stored response, pinned by the caller and released by this turn from now
@@ -84,9 +84,9 @@ class StoredTurn:
         own = self.new_items[len(self.carried):]
         return self.history + own
 
-    def save(self, snapshot: dict) -> None:
+    async def save(self, snapshot: dict) -> None:
         """Store the finished response (called only when the request asked for `store:true`)."""
-        self.store.put(self.owner, snapshot, self.new_items, self.base)
+        await self.store.put(self.owner, snapshot, self.new_items, self.base)
 
     def __enter__(self) -> StoredTurn:
         return self
