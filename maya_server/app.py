@@ -129,10 +129,15 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.include_router(resources_router(records))
     app.include_router(status_router(
         config, service, ["/v1/chat/completions", "/v1/responses"],
-        sections={"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats()}, "mcp": hub.summary},
+        sections={"responses": lambda: responses_figures(store, jobs), "mcp": hub.summary},
     ))
 
     return app
+
+
+async def responses_figures(store, jobs: JobManager) -> dict:
+    """/v1/status's `responses` section: the store's figures read afresh (a shared store's from Redis)."""
+    return {"cache": await store.fresh_stats(), "jobs": jobs.stats()}
 
 
 def middleware(config: ServerConfig, shutdown: Shutdown, metrics: Metrics) -> list[Middleware]:

@@ -57,5 +57,8 @@ class ResponseStoreBackend(Protocol):
     def stats(self) -> dict:
         """Aggregate figures for /v1/status and metrics: no owner or response identifiers."""
 
+    async def fresh_stats(self) -> dict:
+        """`stats()` with the shared figures read now (a store that does not answer shows `healthy: false`)."""
+
     async def owner_usage(self, owner: str) -> tuple[int, int]:
         """(entries, bytes) charged to one owner."""

@@ -51,5 +51,8 @@ class MemoryStore:
     def stats(self) -> dict:
         return {"backend": "memory", "healthy": True, **self.core.stats()}
 
+    async def fresh_stats(self) -> dict:
+        return self.stats()
+
     async def owner_usage(self, owner: str) -> tuple[int, int]:
         return self.core.owner_usage(owner)

@@ -151,8 +151,8 @@ class RedisStore:
     async def begin(self, owner: str, response_id: str) -> RedisHistory:
         started = time.perf_counter()
         found = await self._read(owner, response_id, "history", "previous_response_id")
-        _, lineage, _, output_end, generation, _, _, digests, blocks = found
-        size = sum(len(data) for data in blocks)
+        _, lineage, _, output_end, generation, own, envelope_size, digests, blocks = found
+        size = sum(len(data) for data in blocks) + len(own) + int(envelope_size)  # the memory store's measure
         self._reserve(size)
         self.counters.assemblies += 1
         self.counters.assembly_seconds += time.perf_counter() - started
@@ -254,6 +254,13 @@ class RedisStore:
             "fleet": dict(f.fleet),
             "commands": f.commands, "command_seconds": f.command_seconds, "command_errors": f.command_errors,
         }
+
+    async def fresh_stats(self) -> dict:
+        try:
+            await self.refresh()
+        except StoreUnavailableError:
+            pass  # the figures last read, and healthy: false
+        return self.stats()
 
     async def owner_usage(self, owner: str) -> tuple[int, int]:
         return await self.refresh(owner)

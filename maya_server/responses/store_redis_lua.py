@@ -155,7 +155,11 @@ local digests = {}
 if to > from then digests = redis.call('LRANGE', P .. 'l:' .. lid, from, to - 1) end
 local gen = redis.call('HGET', P .. 'g', lid) or '0'
 local env = ''
-if mode == 'response' then env = redis.call('GET', P .. 'b:' .. o .. ':' .. f[7]) end
+if mode == 'response' then
+  env = redis.call('GET', P .. 'b:' .. o .. ':' .. f[7])
+elseif mode == 'history' then
+  env = redis.call('STRLEN', P .. 'b:' .. o .. ':' .. f[7])  -- its size: what the memory store reserves too
+end
 return {1, lid, ie, oe, gen, f[6], env, digests, read_blocks(o, digests)}
 """
 

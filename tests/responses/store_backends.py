@@ -116,3 +116,23 @@ def backend(request) -> str:
 
 def wall_clock() -> float:
     return time.time()
+
+
+def store_stats(server) -> dict:
+    """The server's store figures, read afresh (from Redis, on the server's loop, for a Redis store)."""
+    return server.await_on_loop(server.app.state.store.fresh_stats)
+
+
+def over_backends(start_server, backend: str):
+    """`start_server` whose servers keep stored responses in `backend` (Redis: the shared test server, each
+    server of the test under the test's own prefix unless it names one)."""
+    if backend == "memory":
+        return start_server
+    url, prefix = shared_redis().url, unique_prefix()
+
+    def start(*args, **config):
+        config.setdefault("store", url)
+        config.setdefault("store_prefix", prefix)
+        return start_server(*args, **config)
+
+    return start
