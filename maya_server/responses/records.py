@@ -64,6 +64,8 @@ class ResponseRecords:
         base, carried = None, []
         if request.previous_response_id is not None:
             base, carried = await self._continued(owner, request.previous_response_id)
+        elif request.stored:
+            await self.store.ensure_available()
         return StoredTurn(self.store, owner, request, base, carried)
 
     async def _continued(self, owner: str, response_id: str) -> tuple[StoredHistory | None, list[dict]]:

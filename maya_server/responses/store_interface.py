@@ -57,6 +57,9 @@ class ResponseStoreBackend(Protocol):
     def stats(self) -> dict:
         """Aggregate figures for /v1/status and metrics: no owner or response identifiers."""
 
+    async def ensure_available(self) -> None:
+        """A 503 before generation when a store that was failing still does not answer."""
+
     async def fresh_stats(self) -> dict:
         """`stats()` with the shared figures read now (a store that does not answer shows `healthy: false`)."""
 

@@ -51,6 +51,9 @@ class MemoryStore:
     def stats(self) -> dict:
         return {"backend": "memory", "healthy": True, **self.core.stats()}
 
+    async def ensure_available(self) -> None:
+        pass
+
     async def fresh_stats(self) -> dict:
         return self.stats()
 

@@ -67,6 +67,7 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
     from redis.asyncio import BlockingConnectionPool, Redis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
 
     from .store_redis import RedisStore
 
@@ -77,8 +78,9 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
     pool = BlockingConnectionPool.from_url(
         config.store, max_connections=config.store_pool_size, timeout=config.store_command_timeout,
         socket_connect_timeout=config.store_connect_timeout, socket_timeout=config.store_command_timeout,
-        retry=Retry(NoBackoff(), 0), client_name="maya", **options,
-    )
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)), client_name="maya", **options,
+    )  # one retry on a broken connection: after Redis restarts, each pooled connection fails once on its next use;
+    # the command timeout still bounds the whole call (`RedisStore._command`)
     client = Redis(connection_pool=pool)
     return RedisStore(client, settings, prefix=config.store_prefix,
                       secret=read_secret("store_secret_file", config.store_secret_file),

@@ -255,6 +255,12 @@ class RedisStore:
             "commands": f.commands, "command_seconds": f.command_seconds, "command_errors": f.command_errors,
         }
 
+    async def ensure_available(self) -> None:
+        """Before generating a `store:true` response: while the last command failed, one PING decides (a 503
+        now, not a failed response after the generation); while Redis answers, no round trip."""
+        if not self.figures.healthy:
+            await self._command(self.client.ping)
+
     async def fresh_stats(self) -> dict:
         try:
             await self.refresh()

@@ -62,9 +62,7 @@ class SyncStore:
         return self.store.counters if self.backend == "redis" else self.store.core.counters
 
     def stats(self) -> dict:
-        if self.backend == "redis":
-            self.loop.run_until_complete(self.store.refresh())
-        return self.store.stats()
+        return self.loop.run_until_complete(self.store.fresh_stats())
 
     def __getattr__(self, name: str):
         attribute = getattr(self.store, name)
