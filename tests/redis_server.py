@@ -33,6 +33,7 @@ class RedisServer:
     def __init__(self, directory: Path | None = None, *, persistent: bool = False, password: str | None = None) -> None:
         if BINARY is None:
             pytest.skip(MISSING)
+        self.owns_directory = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="maya-redis-"))
         self.port = free_port()
         self.persistent = persistent
@@ -77,6 +78,8 @@ class RedisServer:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=10)
+        if self.owns_directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def command(url: str, *args) -> object:

@@ -8,6 +8,7 @@ contract tests read as plain calls; `stats()` reads the fleet's figures from Red
 from __future__ import annotations
 
 import asyncio
+import atexit
 import inspect
 import itertools
 import time
@@ -33,6 +34,7 @@ def shared_redis() -> RedisServer:
     """One redis-server for the whole test session (each test writes under its own prefix)."""
     if "shared" not in _servers:
         _servers["shared"] = RedisServer()
+        atexit.register(stop_shared_redis)  # also when the session ends without pytest's finish hook
     return _servers["shared"]
 
 
