@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from tests.redis_server import RedisServer
+from tests.server import prometheus_values
 from tests.responses.api.test_input_conversion import chatml
 from tests.responses.store_backends import shared_redis, store_stats, unique_prefix
 
@@ -112,11 +113,14 @@ def test_redis_killed_mid_run_gives_503s_then_recovers_with_nothing_lost(start_s
             fetched = http.get(f"/v1/responses/{kept.id}")
             unstored = http.post("/v1/responses", json={"model": "m", "input": "no store needed"})
             status = http.get("/v1/status").json()["responses"]["cache"]
+            down = prometheus_values(http.get("/metrics/prometheus").text, "maya:responses_cache_")
         assert refused.status_code == 503 and refused.json()["error"]["code"] == "store_unavailable"
         assert refused.json()["error"]["type"] == "server_error"
         assert continued.status_code == 503 and fetched.status_code == 503
         assert unstored.status_code == 200 and unstored.json()["status"] == "completed"
-        assert status["healthy"] is False
+        assert status["healthy"] is False and status["backend"] == "redis"
+        assert down["maya:responses_cache_healthy"] == 0 and down["maya:responses_cache_command_errors_total"] >= 1
+        assert down['maya:responses_cache_backend{backend="redis"}'] == 1
         engine_calls = b.engine.calls
         redis.start()
         deadline = time.monotonic() + 15
@@ -126,6 +130,9 @@ def test_redis_killed_mid_run_gives_503s_then_recovers_with_nothing_lost(start_s
         assert b.engine.calls == engine_calls + 0  # nothing was generated for the refused requests
         after = b.client().responses.create(model="m", previous_response_id=kept.id, input="after", store=True)
         assert a.client().responses.retrieve(after.id).id == after.id
+        with b.http() as http:
+            up = prometheus_values(http.get("/metrics/prometheus").text, "maya:responses_cache_")
+        assert up["maya:responses_cache_healthy"] == 1 and up["maya:responses_cache_command_seconds_count"] > 0
     finally:
         redis.stop()
 
