@@ -51,8 +51,9 @@ SLOT_BYTES = 28
 """One lineage slot: a 24-character digest in a list node."""
 LINEAGE_BYTES = 200
 """One lineage's list, users set and generation field."""
-ENTRY_OVERHEAD = 320
-"""One entry's hash (its fields but `own`) and its places in the LRU, owner LRU and expiry sets."""
+ENTRY_OVERHEAD = 600
+"""One entry's hash (its fields but `own`: ~540 bytes with its key, in a listpack) and its places in the LRU, owner LRU
+and expiry sets (~60)."""
 DIGEST_BYTES = 12
 UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
                redis_errors.ReadOnlyError, OSError, asyncio.TimeoutError)

@@ -35,7 +35,8 @@ def held_bytes(store) -> int:
 
 @pytest.mark.parametrize("text_size", [100, 2000, 20_000])
 def test_the_bytes_counted_are_the_bytes_redis_holds(text_size):
-    """Within 25 %: Redis's per-key overheads are estimates (they vary with encodings and allocator classes)."""
+    """Within 15 %: Redis's per-key overheads are estimates (they vary with encodings and allocator size classes;
+    measured 0.90-0.98 of MEMORY USAGE here)."""
     store = open_sync_store("redis", ResponsesSettings())
     try:
         for chain in range(4):
@@ -46,7 +47,7 @@ def test_the_bytes_counted_are_the_bytes_redis_holds(text_size):
         counted, held = store.stats()["bytes"], held_bytes(store)
     finally:
         store.close()
-    assert 0.75 * held <= counted <= 1.25 * held, f"counted {counted}, Redis holds {held}"
+    assert 0.85 * held <= counted <= 1.15 * held, f"counted {counted}, Redis holds {held}"
 
 
 def test_deleting_everything_leaves_no_key_but_the_figures():
