@@ -56,7 +56,10 @@ ENTRY_OVERHEAD = 600
 and expiry sets (~60)."""
 DIGEST_BYTES = 12
 UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
-               redis_errors.ReadOnlyError, OSError, asyncio.TimeoutError)
+               redis_errors.ReadOnlyError, redis_errors.OutOfMemoryError, OSError, asyncio.TimeoutError)
+"""What makes the store unavailable rather than Maya wrong: no connection, no answer in time, a Redis still
+loading its data, a read-only replica, or a Redis at its `maxmemory` (which refuses a script before it
+writes anything). Any other Redis error is a bug and a 500."""
 
 
 def digest(data: bytes) -> str:
@@ -131,6 +134,7 @@ class RedisStore:
             self._probe.cancel()
             await asyncio.gather(self._probe, return_exceptions=True)
         await self.client.aclose()
+        await self.client.connection_pool.disconnect()  # a pool given to the client is not closed with it
 
     async def _probe_loop(self) -> None:
         while True:

@@ -171,3 +171,27 @@ def test_the_shown_url_has_no_credentials():
     assert shown_url("redis://user:pw@redis.internal:6380/2") == "redis://redis.internal:6380/2"
     assert shown_url("rediss://:pw@h/0") == "rediss://h/0"
     assert shown_url("unix:///run/redis.sock?db=1") == "unix:///run/redis.sock?db=1"
+
+
+def test_a_redis_at_maxmemory_is_a_503_and_nothing_is_half_written():
+    redis = RedisServer()
+    try:
+        from tests.responses.store_backends import SyncStore
+        import asyncio
+        from maya_server.responses.store_open import open_store
+
+        cfg = ServerConfig(engine="scripted", store=redis.url)
+        store = SyncStore(open_store(cfg, ResponsesSettings()), asyncio.new_event_loop())
+        store.put("owner", response("r1", answer("m1")), [item("u1")])
+        before = store.stats()
+        command(redis.url, "CONFIG", "SET", "maxmemory", "1")
+        with pytest.raises(StoreUnavailableError):
+            store.put("owner", response("r2", answer("m2", "z" * 5000)), [item("u2")])
+        command(redis.url, "CONFIG", "SET", "maxmemory", "0")
+        after = store.stats()
+        assert (after["entries"], after["bytes"]) == (before["entries"], before["bytes"])
+        store.put("owner", response("r2", answer("m2")), [item("u2")])
+        assert store.get("owner", "r2")["id"] == "r2"
+        store.close()
+    finally:
+        redis.stop()
