@@ -117,7 +117,7 @@ async def run(args: argparse.Namespace, redis_url: str) -> None:
         r50, r99 = quantiles(times[("redis", kind)])
         print(f"{kind:14s}{m50:12.3f}{m99:9.3f}{r50:12.3f}{r99:9.3f}{r50 / m50:8.1f}{r99 / m99:8.1f}")
     fleet = await stores["redis"].fresh_stats()
-    script = (await stores["redis"].client.info("commandstats")).get("cmdstat_evalsha", {})
+    script = (await stores["redis"].link.client.info("commandstats")).get("cmdstat_evalsha", {})
     print(f"redis: {fleet['entries']} entries, {fleet['bytes']} bytes counted; {fleet['commands']} round trips, "
           f"mean {fleet['command_seconds'] / fleet['commands'] * 1e3:.3f} ms as Maya waited for them, "
           f"{script.get('usec_per_call', 0):.0f} µs of Redis CPU per script (its own figure)")

@@ -69,6 +69,7 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
+    from .redis_link import RedisLink
     from .store_redis import RedisStore
 
     password = read_secret("store_password_file", config.store_password_file)
@@ -81,8 +82,7 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)), client_name="maya", **options,
     )  # one retry on a broken connection: after Redis restarts, each pooled connection fails once on its next use;
     # the command timeout still bounds the whole call (`RedisStore._command`)
-    client = Redis(connection_pool=pool)
-    return RedisStore(client, settings, prefix=config.store_prefix,
-                      secret=read_secret("store_secret_file", config.store_secret_file),
-                      command_timeout=config.store_command_timeout, shown_url=shown_url(config.store),
-                      clock=clock or time.time)
+    link = RedisLink(Redis(connection_pool=pool), prefix=config.store_prefix,
+                     secret=read_secret("store_secret_file", config.store_secret_file),
+                     command_timeout=config.store_command_timeout, shown_url=shown_url(config.store))
+    return RedisStore(link, settings, clock=clock or time.time)

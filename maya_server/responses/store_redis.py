@@ -20,26 +20,24 @@ What differs from memory, and why:
 - **Time** is the replicas' wall clock (`time.time`, NTP-synchronised), passed to every script: entries
   expire `CACHE_TTL_S` after completion, checked on every access and dropped by every script.
 - **Faults.** A command that fails to connect or answer within `--store-command-timeout` is a 503
-  `store_unavailable`; the pool reconnects by itself on the next command. The assembly budget stays per
-  process: it bounds this replica's memory.
+  `store_unavailable` (`redis_link.py`); the pool reconnects by itself on the next command. The assembly
+  budget stays per process: it bounds this replica's memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
-import secrets
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Callable, Iterator, Sequence
 
 import orjson
-from redis import exceptions as redis_errors
 
 from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError, StoreUnavailableError
 from . import store_redis_lua as lua
+from .redis_link import SCOPE_HEX, RedisLink
 from .settings import ResponsesSettings
 from .store import NOT_STORED_HINT, StoreCounters, _too_large
 from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
@@ -55,11 +53,6 @@ ENTRY_OVERHEAD = 600
 """One entry's hash (its fields but `own`: ~540 bytes with its key, in a listpack) and its places in the LRU, owner LRU
 and expiry sets (~60)."""
 DIGEST_BYTES = 12
-UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_errors.BusyLoadingError,
-               redis_errors.ReadOnlyError, redis_errors.OutOfMemoryError, OSError, asyncio.TimeoutError)
-"""What makes the store unavailable rather than Maya wrong: no connection, no answer in time, a Redis still
-loading its data, a read-only replica, or a Redis at its `maxmemory` (which refuses a script before it
-writes anything). Any other Redis error is a bug and a 500."""
 
 
 def digest(data: bytes) -> str:
@@ -92,36 +85,27 @@ class RedisHistory:
             self.store._assembling -= self.reserved
 
 
-@dataclass
-class CommandFigures:
-    commands: int = 0
-    command_seconds: float = 0.0
-    command_errors: int = 0
-    healthy: bool = True
-    fleet: dict = field(default_factory=lambda: {"entries": 0, "bytes": 0, "writes": 0, "evictions": 0,
-                                                  "expirations": 0, "deletions": 0})
+def _no_figures() -> dict:
+    return {"entries": 0, "bytes": 0, "writes": 0, "evictions": 0, "expirations": 0, "deletions": 0}
 
 
 class RedisStore:
     backend = "redis"
 
-    def __init__(self, client: Any, settings: ResponsesSettings, *, prefix: str = "maya:", secret: bytes | None = None,
-                 command_timeout: float = 1.0, shown_url: str = "redis", probe_s: float = 2.0,
+    def __init__(self, link: RedisLink, settings: ResponsesSettings, *, probe_s: float = 2.0,
                  clock: Callable[[], float] = time.time) -> None:
-        self.client = client
+        self.link = link
         self.settings = settings
-        self.prefix = prefix
+        self.prefix = link.prefix
         self.clock = clock
-        self.command_timeout = command_timeout
-        self.shown_url = shown_url
         self.probe_s = probe_s
         self.counters = StoreCounters()
-        self.figures = CommandFigures()
-        self._secret = secret
+        self.fleet = _no_figures()
+        """The fleet's figures as this replica last read them (every script returns some; the probe all)."""
         self._assembling = 0
-        self._scripts = {name: client.register_script(getattr(lua, name)) for name in ("READ", "PUT", "DELETE", "FIGURES")}
+        self._scripts = {name: link.script(getattr(lua, name)) for name in ("READ", "PUT", "DELETE", "FIGURES")}
         self._probe: asyncio.Task | None = None
-        self.block_overhead = BLOCK_OVERHEAD + len(prefix) + len("b::") + 32 + 2 * (2 * DIGEST_BYTES)
+        self.block_overhead = BLOCK_OVERHEAD + len(self.prefix) + len("b::") + SCOPE_HEX + 2 * (2 * DIGEST_BYTES)
         """The key's name (prefix, scope, digest) and the digest again as the `rc` field, besides the fixed part."""
 
     # -- lifecycle --------------------------------------------------------------------
@@ -133,8 +117,7 @@ class RedisStore:
         if self._probe is not None:
             self._probe.cancel()
             await asyncio.gather(self._probe, return_exceptions=True)
-        await self.client.aclose()
-        await self.client.connection_pool.disconnect()  # a pool given to the client is not closed with it
+        await self.link.close()
 
     async def _probe_loop(self) -> None:
         while True:
@@ -146,10 +129,10 @@ class RedisStore:
 
     async def refresh(self, owner: str | None = None) -> tuple[int, int]:
         """Read the fleet's figures now; (entries, bytes) of `owner` when given."""
-        args = [self.clock()] + ([await self._scope(owner)] if owner is not None else [])
+        args = [self.clock()] + ([await self.link.scope(owner)] if owner is not None else [])
         got = await self._run("FIGURES", args)
         names = ("entries", "bytes", "writes", "evictions", "expirations", "deletions")
-        self.figures.fleet = {name: int(value) for name, value in zip(names, got)}
+        self.fleet = {name: int(value) for name, value in zip(names, got)}
         return int(got[6]), int(got[7])
 
     # -- reads ------------------------------------------------------------------------
@@ -184,7 +167,7 @@ class RedisStore:
             self._assembling -= nbytes
 
     async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None) -> list:
-        found = await self._run("READ", [await self._scope(owner), response_id, self.clock(), mode])
+        found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
         if found[0] == 0:
             self.counters.misses += 1
             raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}", param=param)
@@ -204,7 +187,7 @@ class RedisStore:
         own, envelope = pack_own(response), pack_envelope(response)
         history = base.history_bytes if base else 0
         self.check_fits(history + sum(len(b) for b in packed) + len(own) + len(envelope))
-        scope = await self._scope(owner)
+        scope = await self.link.scope(owner)
         pairs = [(digest(data), data) for data in packed]
         outcome = await self._put(scope, response["id"], own, envelope, pairs, len(new_items), base)
         if outcome[0] == b"stale":  # the continued lineage was cut back meanwhile: write the history again
@@ -212,7 +195,7 @@ class RedisStore:
             outcome = await self._put(scope, response["id"], own, envelope, again, len(base.blocks) + len(new_items), None)
         if outcome[0] == b"exists":
             raise RuntimeError(f"response {response['id']} is already stored")  # ids are generated: a bug
-        self.figures.fleet.update(entries=int(outcome[1]), bytes=int(outcome[2]))
+        self.fleet.update(entries=int(outcome[1]), bytes=int(outcome[2]))
         self.counters.evictions += int(outcome[3])
         if outcome[0] != b"ok":
             self.counters.rejections += 1
@@ -235,8 +218,8 @@ class RedisStore:
         return await self._run("PUT", args)
 
     async def delete(self, owner: str, response_id: str) -> None:
-        found = await self._run("DELETE", [await self._scope(owner), response_id, self.clock()])
-        self.figures.fleet.update(entries=int(found[1]), bytes=int(found[2]))
+        found = await self._run("DELETE", [await self.link.scope(owner), response_id, self.clock()])
+        self.fleet.update(entries=int(found[1]), bytes=int(found[2]))
         if found[0] == 0:
             self.counters.misses += 1
             raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}")
@@ -246,25 +229,25 @@ class RedisStore:
     # -- introspection ----------------------------------------------------------------
     def stats(self) -> dict:
         """This replica's counters and the fleet's last known figures (the probe refreshes them)."""
-        s, f = self.settings, self.figures
+        s, f = self.settings, self.link.figures
         local = asdict(self.counters)
         return {
-            "backend": "redis", "url": self.shown_url, "healthy": f.healthy,
-            "entries": f.fleet["entries"], "bytes": f.fleet["bytes"], "assembly_bytes_in_flight": self._assembling,
+            "backend": "redis", "url": self.link.shown_url, "healthy": f.healthy,
+            "entries": self.fleet["entries"], "bytes": self.fleet["bytes"], "assembly_bytes_in_flight": self._assembling,
             "limits": {"entries": s.cache_entries, "bytes": s.cache_bytes, "ttl_s": s.cache_ttl_s,
                        "entry_bytes": s.entry_bytes, "owner_entries": s.owner_entries,
                        "owner_bytes": s.owner_bytes, "assembly_bytes": s.assembly_bytes},
             **local,
-            "expirations": f.fleet["expirations"],  # only the scripts see an entry expire: the fleet's count
-            "fleet": dict(f.fleet),
+            "expirations": self.fleet["expirations"],  # only the scripts see an entry expire: the fleet's count
+            "fleet": dict(self.fleet),
             "commands": f.commands, "command_seconds": f.command_seconds, "command_errors": f.command_errors,
         }
 
     async def ensure_available(self) -> None:
         """Before generating a `store:true` response: while the last command failed, one PING decides (a 503
         now, not a failed response after the generation); while Redis answers, no round trip."""
-        if not self.figures.healthy:
-            await self._command(self.client.ping)
+        if not self.link.figures.healthy:
+            await self.link.ping()
 
     async def fresh_stats(self) -> dict:
         try:
@@ -290,35 +273,5 @@ class RedisStore:
         s = self.settings
         return min(s.entry_bytes, s.cache_bytes, s.owner_bytes or s.cache_bytes, s.assembly_bytes)
 
-    async def _scope(self, owner: str) -> str:
-        if self._secret is None:
-            self._secret = await self._salt()
-        return hmac.new(self._secret, owner.encode(), hashlib.sha256).hexdigest()[:32]
-
-    async def _salt(self) -> bytes:
-        key = self.prefix + "salt"
-        await self._command(lambda: self.client.set(key, secrets.token_hex(32), nx=True))
-        return await self._command(lambda: self.client.get(key))
-
     async def _run(self, name: str, args: list) -> list:
-        head = [self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES]
-        script = self._scripts[name]
-        return await self._command(lambda: script(keys=[], args=head + args))
-
-    async def _command(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """One Redis round trip within the command timeout; a connection or timeout failure is a 503."""
-        started = time.perf_counter()
-        f = self.figures
-        try:
-            result = await asyncio.wait_for(call(), self.command_timeout)
-        except UNAVAILABLE:
-            f.command_errors += 1
-            f.healthy = False
-            raise StoreUnavailableError(
-                "The response store (Redis) is unavailable; retry shortly, or send the history with store:false."
-            ) from None
-        finally:
-            f.commands += 1
-            f.command_seconds += time.perf_counter() - started
-        f.healthy = True
-        return result
+        return await self._scripts[name]([self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES, *args])
