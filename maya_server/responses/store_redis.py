@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -53,6 +54,8 @@ ENTRY_OVERHEAD = 600
 """One entry's hash (its fields but `own`: ~540 bytes with its key, in a listpack) and its places in the LRU, owner LRU
 and expiry sets (~60)."""
 DIGEST_BYTES = 12
+
+log = logging.getLogger("maya.store")
 
 
 def digest(data: bytes) -> str:
@@ -124,7 +127,9 @@ class RedisStore:
             try:
                 await self.refresh()
             except StoreUnavailableError:
-                pass
+                pass  # counted and shown as healthy: false; the next probe or request tries again
+            except Exception as error:  # a bug must not end the probe: it is what notices recovery
+                log.error("response store probe failed: %s", type(error).__name__)
             await asyncio.sleep(self.probe_s)
 
     async def refresh(self, owner: str | None = None) -> tuple[int, int]:
