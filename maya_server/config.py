@@ -30,6 +30,7 @@ from .families import FAMILY_NAMES as FAMILIES
 from .images.limits import MAX_SIDE as IMAGE_MAX_SIDE, ImageLimits
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 from .mcp.settings import McpSettings
+from .responses.store_open import check_store_url
 from .util.json_depth import MAX_JSON_DEPTH
 
 ENGINES = ("llamacpp", "scripted", "upstream")
@@ -152,6 +153,17 @@ class ServerConfig:
     mcp_start_timeout: float = McpSettings.start_timeout
     mcp_restarts: int = McpSettings.restarts
     mcp_max_calls: int = McpSettings.max_calls
+    store: str = field(default="memory", repr=False)
+    """Where stored responses live: `memory` (this process) or a redis://, rediss:// or unix:// URL shared by every
+    replica (`responses/store_open.py`); repr=False since a URL may carry a password."""
+    store_password_file: str | None = None
+    store_secret_file: str | None = None
+    """A file whose content keys the owner scopes written to Redis (HMAC), so a copy of Redis cannot test keys."""
+    store_prefix: str = "maya:"
+    store_connect_timeout: float = 2.0
+    store_command_timeout: float = 1.0
+    """Seconds one Redis command may take (waiting for a pooled connection included) before it is a 503."""
+    store_pool_size: int = 32
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -358,6 +370,13 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "mcp_start_timeout": _positive_float,
     "mcp_restarts": _non_negative_int,
     "mcp_max_calls": _positive_int,
+    "store": check_store_url,
+    "store_password_file": _text,
+    "store_secret_file": _text,
+    "store_prefix": _text,
+    "store_connect_timeout": _positive_float,
+    "store_command_timeout": _positive_float,
+    "store_pool_size": _positive_int,
 }
 ENV_NAMES = {name: f"MAYA_{name.upper()}" for name in PARSERS}
 

@@ -23,7 +23,8 @@
     │       ├── UpstreamUnavailable    503 upstream_unavailable (cannot connect, timed out)
     │       └── UpstreamRejected       400/429 (the upstream refused the request itself, e.g. its context)
     └── ServiceUnavailableError    503
-        └── McpServerGone          503 mcp_server_unavailable (an MCP server given up for good)
+        ├── McpServerGone          503 mcp_server_unavailable (an MCP server given up for good)
+        └── StoreUnavailableError  503 store_unavailable (the shared response store cannot be reached in time)
 
 `http/errors.py` renders them as OpenAI's `{"error": {...}}`; anything else
 becomes a generic 500 whose message never reaches the client.
@@ -274,6 +275,12 @@ class DecodeCancelled(Exception):
 
 class McpServerGone(ServiceUnavailableError):
     code = "mcp_server_unavailable"
+
+
+class StoreUnavailableError(ServiceUnavailableError):
+    """The shared response store (Redis) did not connect or answer within its command timeout."""
+
+    code = "store_unavailable"
 
 
 class UnsupportedVocabulary(ValueError):

@@ -30,3 +30,10 @@ def start_server():
         server.stop()
     for recorder in recorders:
         recorder.check()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The Redis store tests' shared redis-server (started on first use) stops with the session."""
+    from tests.responses.store_backends import stop_shared_redis
+
+    stop_shared_redis()

@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 from dataclasses import replace
-from typing import Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 import httpx
 import uvicorn
@@ -50,6 +50,15 @@ class RunningServer:
 
         async def call() -> T:
             return read()
+
+        loop = self._server.servers[0].get_loop()
+        return asyncio.run_coroutine_threadsafe(call(), loop).result(timeout=10)
+
+    def await_on_loop(self, make: Callable[[], "Awaitable[T]"]) -> T:
+        """`make()`'s awaitable awaited on the server's event loop (a Redis store's client lives there)."""
+
+        async def call() -> T:
+            return await make()
 
         loop = self._server.servers[0].get_loop()
         return asyncio.run_coroutine_threadsafe(call(), loop).result(timeout=10)

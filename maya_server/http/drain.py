@@ -9,7 +9,7 @@ have no request, use it without depending on Starlette; `answer_json` runs it wh
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Callable, TypeVar
+from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -33,15 +33,19 @@ async def answer_json(request: Request, events: AsyncIterator[E], deliver: Calla
     return answer()
 
 
-async def stream_frames(events: AsyncIterator[E], frames: Callable[[E], list[bytes]], *,
+async def stream_frames(events: AsyncIterator[E], frames: Callable[[E], list[bytes] | Awaitable[list[bytes]]], *,
                         opening: Callable[[], list[bytes]], closing: Callable[[], list[bytes]]) -> AsyncIterator[bytes]:
     """A streamed answer's bytes: `opening()`, each event's `frames`, then `closing()` once the events
-    ended by themselves. The opening is made when the stream starts, not when the response is built."""
+    ended by themselves. The opening is made when the stream starts, not when the response is built. `frames`
+    may return an awaitable (the event that saves a response): it is awaited before its frames are sent."""
     try:
         for frame in opening():
             yield frame
         async for event in events:
-            for frame in frames(event):
+            produced = frames(event)
+            if not isinstance(produced, list):
+                produced = await produced
+            for frame in produced:
                 yield frame
         for frame in closing():
             yield frame

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping
+from inspect import isawaitable
+from typing import Any, Awaitable, Callable, Mapping
 
 from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -17,11 +18,12 @@ def status_router(
     config: ServerConfig,
     service: GenerationService,
     endpoints: list[str],
-    sections: Mapping[str, Callable[[], dict]] = {},
+    sections: Mapping[str, Callable[[], dict | Awaitable[dict]]] = {},
 ) -> APIRouter:
     """`endpoints` are the API endpoints served, listed under `endpoints` in /v1/status (and under `dialects`, the
     key's old name, kept for scripts written against it: it never meant the model family);
-    `sections` add named aggregate figures (e.g. the response store's) to it."""
+    `sections` add named aggregate figures (e.g. the response store's) to it; a section may be a coroutine
+    (a shared store's figures are a round trip away)."""
     router = APIRouter()
     started = time.time()
     model_id = config.served_model_name
@@ -51,8 +53,9 @@ def status_router(
             "uptime_s": round(time.time() - started, 3),
             "endpoints": list(endpoints),
             "dialects": list(endpoints),
-            **{name: read() for name, read in sections.items()},
         }
+        for name, read in sections.items():
+            body[name] = await _awaited(read())
         return body
 
     @router.get("/metrics/prometheus")
@@ -60,6 +63,10 @@ def status_router(
         return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     return router
+
+
+async def _awaited(value: Any) -> Any:
+    return await value if isawaitable(value) else value
 
 
 def _model(model_id: str, created: float) -> dict:

@@ -15,18 +15,21 @@ it live in `http/drain.py`.
 from __future__ import annotations
 
 import asyncio
+from inspect import isawaitable
 from typing import AsyncIterator, Callable, TypeVar
 
 E = TypeVar("E")
 
 
 async def drain(events: AsyncIterator[E], deliver: Callable[[E], object], *, close_fully: bool = False) -> None:
-    """Every event into `deliver`, then close `events`. `close_fully`: the close runs to its end even if
+    """Every event into `deliver` (awaited when it returns an awaitable: a save), then close `events`. `close_fully`: the close runs to its end even if
     this task is cancelled meanwhile (a cancel arriving then is absorbed), so the caller never goes on
     while the pipeline still holds the engine."""
     try:
         async for event in events:
-            deliver(event)
+            delivered = deliver(event)
+            if isawaitable(delivered):
+                await delivered
     finally:
         if close_fully:
             await _close_to_the_end(events)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from ..errors import MayaError
 from ..neutral.events import (
@@ -58,10 +58,12 @@ def _output_text(text: str) -> dict:
 
 
 class ResponseAssembler:
-    """`on_finish`, when given, is called with the final snapshot of a completed or incomplete
+    """`on_finish`, when given, is awaited with the final snapshot of a completed or incomplete
     response before its terminal event exists (the store saves it there); if it raises a
-    `MayaError` the response fails with that error instead. `on_unsaved`, when given, is called with
-    the response's id and `failed` or `cancelled` when it ends that way (so never saved)."""
+    `MayaError` the response fails with that error instead. With it, events go through `deliver`,
+    which returns a coroutine for the one event that saves (`Finished`) and a list for every other.
+    `on_unsaved`, when given, is called with the response's id and `failed` or `cancelled` when it ends that
+    way (so never saved)."""
 
     def __init__(
         self,
@@ -69,7 +71,7 @@ class ResponseAssembler:
         *,
         model: str,
         response_id: str | None = None,
-        on_finish: Callable[[dict], None] | None = None,
+        on_finish: Callable[[dict], Awaitable[None]] | None = None,
         on_unsaved: Callable[[str, str], None] | None = None,
     ) -> None:
         self.id = response_id or new_id("resp")
@@ -136,6 +138,13 @@ class ResponseAssembler:
         self.error = {"code": "server_error", "message": error.message}
         self._unsaved()
         return events + [self._event("error", code=error.code, message=error.message, param=error.param)]
+
+    def deliver(self, event: PipelineEvent) -> list[dict] | Awaitable[list[dict]]:
+        """`on_event`, except that a `Finished` event of a response to be saved is a coroutine (awaited by the
+        consumer); every other event stays a plain call, so a token costs no coroutine."""
+        if self._on_finish is not None and isinstance(event, Finished):
+            return self._finish_saved(event)
+        return self.on_event(event)
 
     def on_event(self, event: PipelineEvent) -> list[dict]:
         if isinstance(event, ReasoningDelta):
@@ -237,18 +246,29 @@ class ResponseAssembler:
         return [self._event("response.output_item.done", output_index=item.output_index, item=item.body())]
 
     def _finish(self, event: Finished) -> list[dict]:
+        if self._on_finish is not None:
+            raise RuntimeError("a response to be saved finishes through deliver(), which awaits the save")
+        return self._finishing(event) + [self._terminal()]
+
+    async def _finish_saved(self, event: Finished) -> list[dict]:
+        events = self._finishing(event)
+        try:
+            await self._on_finish(self.snapshot())
+        except MayaError as error:
+            return events + self._failure(error)
+        return events + [self._terminal()]
+
+    def _finishing(self, event: Finished) -> list[dict]:
         self.usage = event.usage
         limited = event.reason == "length"
         events = self._close_open("incomplete" if limited else "completed")
         self.completed_at = int(time.time())
         self.status = "incomplete" if limited else "completed"
         self.incomplete_details = {"reason": "max_output_tokens"} if limited else None
-        if self._on_finish is not None:
-            try:
-                self._on_finish(self.snapshot())
-            except MayaError as error:
-                return events + self._failure(error)
-        return events + [self._event(f"response.{self.status}", response=self.snapshot())]
+        return events
+
+    def _terminal(self) -> dict:
+        return self._event(f"response.{self.status}", response=self.snapshot())
 
     def _fail(self, event: Failed) -> list[dict]:
         self.usage = event.usage

@@ -1,5 +1,6 @@
 """`maya:responses_cache_*` and `maya:responses_jobs_*`, read from the store and the job
-manager at scrape time.
+manager at scrape time. With Redis, `entries` and `bytes` are the fleet's (as last read by this replica),
+the counters this replica's.
 
 Collectors rather than counters bumped at call sites: the store and the jobs
 count for themselves (pure, tested without HTTP) and the registry only reads
@@ -14,7 +15,7 @@ from typing import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
 from .jobs import JobManager
-from .store import ResponseStore
+from .store_interface import ResponseStoreBackend
 
 GAUGES = {
     "entries": "Stored responses",
@@ -39,11 +40,21 @@ PREFIX = "maya:responses_cache_"
 
 
 class StoreCollector:
-    def __init__(self, store: ResponseStore) -> None:
+    def __init__(self, store: ResponseStoreBackend) -> None:
         self.store = store
 
     def collect(self) -> Iterator[Metric]:
         stats = self.store.stats()
+        backend = GaugeMetricFamily(PREFIX + "backend", "The store's backend (1 for the one in use)", labels=["backend"])
+        backend.add_metric([stats["backend"]], 1)
+        yield backend
+        yield GaugeMetricFamily(PREFIX + "healthy", "1 while the store answers (its last command or probe succeeded)",
+                                value=int(stats["healthy"]))
+        if "commands" in stats:
+            yield SummaryMetricFamily(PREFIX + "command_seconds", "Round trips to the shared store (Redis), their time",
+                                      count_value=stats["commands"], sum_value=stats["command_seconds"])
+            yield CounterMetricFamily(PREFIX + "command_errors", "Store commands that failed to connect or timed out",
+                                      value=stats["command_errors"])
         for name, text in GAUGES.items():
             yield GaugeMetricFamily(PREFIX + name, text, value=stats[name])
         yield GaugeMetricFamily(PREFIX + "limit_entries", "Configured response limit", value=stats["limits"]["entries"])

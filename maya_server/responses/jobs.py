@@ -27,7 +27,7 @@ import time
 from collections import Counter, OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Iterator
+from typing import AsyncIterator, Awaitable, Callable, Iterator
 
 import orjson
 
@@ -101,7 +101,7 @@ class JobManager:
         settings: ResponsesSettings,
         *,
         clock: Callable[[], float] = time.monotonic,
-        on_failure_saved: Callable[[Job], None] = lambda job: None,
+        on_failure_saved: Callable[[Job], Awaitable[None]] | None = None,
         shutdown_wait_s: float = 10.0,
         keepalive_s: float | None = None,
     ) -> None:
@@ -245,10 +245,10 @@ class JobManager:
         await asyncio.wait({job.task})  # every outcome below ends in _finish, which releases the turn
         error = None if job.task.cancelled() else job.task.exception()
         if isinstance(error, EventTooLarge):
-            self._fail_after_events(job, EventLimitError(f"The response failed: {error}."))
+            await self._fail_after_events(job, EventLimitError(f"The response failed: {error}."))
         elif error is not None:
             log.error("background job failed: %s", type(error).__name__)
-            self._fail_after_events(job, MayaError("The server had an error while generating this response."))
+            await self._fail_after_events(job, MayaError("The server had an error while generating this response."))
         elif job.assembler.finished:
             self._finish(job, job.assembler.status, [])
         elif job.timed_out:
@@ -260,12 +260,26 @@ class JobManager:
     async def _generate(self, job: Job) -> None:
         # closed fully even when the job is cancelled meanwhile: the pipeline's cleanup (its admission
         # released, its generation cancelled) is over before the job is reported finished
-        await drain(job.generate(), lambda event: self._publish(job, job.assembler.on_event(event)), close_fully=True)
+        def deliver(event: PipelineEvent) -> Awaitable[None] | None:
+            delivered = job.assembler.deliver(event)
+            if isinstance(delivered, list):
+                self._publish(job, delivered)
+                return None
+            return self._publish_saved(job, delivered)
 
-    def _fail_after_events(self, job: Job, failure: MayaError) -> None:
+        await drain(job.generate(), deliver, close_fully=True)
+
+    async def _publish_saved(self, job: Job, delivered: Awaitable[list[dict]]) -> None:
+        """The events of the one event that saved the response, once the save is over."""
+        self._publish(job, await delivered)
+
+    async def _fail_after_events(self, job: Job, failure: MayaError) -> None:
         """An event was too large to keep: the job fails, and a copy stored on completion goes."""
-        if job.assembler.status in ("completed", "incomplete"):
-            self._on_failure_saved(job)
+        if job.assembler.status in ("completed", "incomplete") and self._on_failure_saved is not None:
+            try:
+                await self._on_failure_saved(job)
+            except MayaError:
+                log.error("background job failed after it was stored, and its stored copy could not be removed")
         events = job.assembler.fail(failure)
         try:
             self._finish(job, "failed", events)

@@ -35,7 +35,7 @@ import orjson
 from ..errors import ConflictError, InvalidRequestError, NotFoundError
 from .jobs import Job, JobManager
 from .request import ResponsesRequest
-from .store import Continuation, ResponseStore
+from .store_interface import ResponseStoreBackend, StoredHistory
 from .stored_turn import StoredTurn
 from .unstored import UnstoredResponses
 
@@ -43,7 +43,7 @@ from .unstored import UnstoredResponses
 class ResponseRecords:
     """Owns the background job records and the response store; see the module docstring for the policy."""
 
-    def __init__(self, jobs: JobManager, store: ResponseStore, unstored: UnstoredResponses | None = None) -> None:
+    def __init__(self, jobs: JobManager, store: ResponseStoreBackend, unstored: UnstoredResponses | None = None) -> None:
         self.jobs = jobs
         self.store = store
         self.unstored = unstored or UnstoredResponses()
@@ -59,20 +59,20 @@ class ResponseRecords:
                 raise
             raise NotFoundError(why, param=exc.param) from None
 
-    def retrieve(self, owner: str, response_id: str) -> dict:
+    async def retrieve(self, owner: str, response_id: str) -> dict:
         """The response as its owner sees it now: a retained job's live snapshot, else the stored copy (404)."""
         job = self.jobs.find(owner, response_id)
         if job is not None:
             return job.snapshot()
         with self._explained(owner, response_id):
-            return self.store.get(owner, response_id)
+            return await self.store.get(owner, response_id)
 
-    def streamable(self, owner: str, response_id: str) -> Job:
+    async def streamable(self, owner: str, response_id: str) -> Job:
         """The job whose retained events a reader replays: 404 when unknown, 409 when only stored."""
         job = self.jobs.find(owner, response_id)
         if job is None:
             with self._explained(owner, response_id):
-                self.store.get(owner, response_id)  # 404 when unknown
+                await self.store.get(owner, response_id)  # 404 when unknown
             raise ConflictError(
                 f"The events of response '{response_id}' are not retained (it is not a background response, "
                 "or its record has expired). Retrieve it without 'stream'.",
@@ -80,32 +80,34 @@ class ResponseRecords:
             )
         return job
 
-    def open_turn(self, owner: str, request: ResponsesRequest) -> StoredTurn:
+    async def open_turn(self, owner: str, request: ResponsesRequest) -> StoredTurn:
         """This request's stored turn, its continued history chosen and pinned (see `StoredTurn` for who
         releases it). Every refusal of `previous_response_id` comes from here, before generation."""
         base, carried = None, []
         if request.previous_response_id is not None:
             with self._explained(owner, request.previous_response_id):
-                base, carried = self._continued(owner, request.previous_response_id)
+                base, carried = await self._continued(owner, request.previous_response_id)
+        elif request.stored:
+            await self.store.ensure_available()
         return StoredTurn(self.store, owner, request, base, carried, unstored=self.unstored)
 
-    def _continued(self, owner: str, response_id: str) -> tuple[Continuation | None, list[dict]]:
+    async def _continued(self, owner: str, response_id: str) -> tuple[StoredHistory | None, list[dict]]:
         """The store's copy pinned, or (evicted from the store) the retained record's history to carry."""
         job = self.jobs.find(owner, response_id)
         if job is not None:
             _check_continuable(job)
         try:
-            return self.store.begin(owner, response_id), []
+            return await self.store.begin(owner, response_id), []
         except NotFoundError:
             if job is None:
                 raise
             return None, job.history_items()
 
-    def input_items(self, owner: str, response_id: str, *, order: str, limit: int, after: str | None) -> dict:
+    async def input_items(self, owner: str, response_id: str, *, order: str, limit: int, after: str | None) -> dict:
         """One page of the response's input items (a list object), newest first when `order` is "desc";
         `after` is an item id of that response (400 when it is not one)."""
         with self._explained(owner, response_id):
-            items = self._input_items(owner, response_id)
+            items = await self._input_items(owner, response_id)
         if order == "desc":
             items = items[::-1]
         start = _position_after(items, after) if after is not None else 0
@@ -118,22 +120,22 @@ class ResponseRecords:
             "has_more": start + limit < len(items),
         }
 
-    def _input_items(self, owner: str, response_id: str) -> list[tuple[str, bytes]]:
+    async def _input_items(self, owner: str, response_id: str) -> list[tuple[str, bytes]]:
         """(id, JSON) of each input item, oldest first: from the store, else from a retained job record."""
         try:
-            return [(block.item_id, block.data) for block in self.store.input_blocks(owner, response_id)]
+            return await self.store.input_items(owner, response_id)
         except NotFoundError:
             job = self.jobs.find(owner, response_id)
             if job is None:
                 raise
             return [(item["id"], orjson.dumps(item)) for item in orjson.loads(job.history)]
 
-    def delete(self, owner: str, response_id: str) -> None:
+    async def delete(self, owner: str, response_id: str) -> None:
         """Forget the response everywhere it is kept: 409 while its job is active, 404 when it is nowhere."""
         had_record = self.jobs.delete(owner, response_id)  # 409 while the job is active
         try:
             with self._explained(owner, response_id):
-                self.store.delete(owner, response_id)
+                await self.store.delete(owner, response_id)
         except NotFoundError:
             if not had_record:
                 raise
@@ -145,7 +147,7 @@ class ResponseRecords:
         if job is not None:
             return await self.jobs.cancel(job)
         with self._explained(owner, response_id):
-            stored = self.store.get(owner, response_id)  # 404 when unknown
+            stored = await self.store.get(owner, response_id)  # 404 when unknown
         if not stored.get("background"):
             raise InvalidRequestError("Only background responses can be cancelled.", param=None)
         return stored  # a finished background response: cancelling again changes nothing

@@ -33,16 +33,16 @@ def resources_router(records: ResponseRecords) -> APIRouter:
         query = _query(request, ("include", "include[]", "stream", "starting_after", "include_obfuscation"))
         _refuse_include(query)
         if _one_of(query, "stream", ("false", "true"), "Use true or false.") == "true":
-            job = records.streamable(request.state.owner, response_id)
+            job = await records.streamable(request.state.owner, response_id)
             return stream_job(records.jobs, job, query.get("starting_after"))
         if "starting_after" in query:
             raise InvalidRequestError("'starting_after' applies only with stream=true.", param="starting_after")
-        return _json(records.retrieve(request.state.owner, response_id))
+        return _json(await records.retrieve(request.state.owner, response_id))
 
     @router.delete("/v1/responses/{response_id}")
     async def delete(request: Request, response_id: str) -> Response:
         _query(request, ())
-        records.delete(request.state.owner, response_id)
+        await records.delete(request.state.owner, response_id)
         return _json({"id": response_id, "object": "response.deleted", "deleted": True})
 
     @router.post("/v1/responses/{response_id}/cancel")
@@ -56,7 +56,7 @@ def resources_router(records: ResponseRecords) -> APIRouter:
         _refuse_include(query)
         order = _one_of(query, "order", ("desc", "asc"), "Use 'asc' or 'desc'.")
         limit = _limit(query.get("limit"))
-        return _json(records.input_items(request.state.owner, response_id,
+        return _json(await records.input_items(request.state.owner, response_id,
                                          order=order, limit=limit, after=query.get("after")))
 
     return router

@@ -13,7 +13,7 @@ SSE (`_answer_stream`) or JSON (`_answer_json`). The continued history and its r
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable
 
 import orjson
 from fastapi import APIRouter, Request
@@ -50,7 +50,7 @@ def responses_router(
         """One of three answers, chosen by the body: a background job, an SSE stream or a JSON body.
         Leaving the `with` releases the turn unless the stream or job that was returned took it."""
         body, large = await read_json(request, limits, parse_responses_request)
-        with records.open_turn(request.state.owner, body) as turn:
+        with await records.open_turn(request.state.owner, body) as turn:
             if body.background:
                 return await answer_background(body, large, turn)
             return await answer_foreground(request, body, large, turn)
@@ -129,7 +129,7 @@ async def _answer_json(request: Request, assembler: ResponseAssembler, events: A
     """The JSON answer: the response once generated. A client gone is a 499: the drain is cancelled, which
     stops the engine; the caller's `with` then releases the turn."""
     snapshot = lambda: Response(orjson.dumps(assembler.snapshot()), media_type="application/json")  # noqa: E731
-    return await answer_json(request, events, assembler.on_event, on_close=admission.release, answer=snapshot)
+    return await answer_json(request, events, assembler.deliver, on_close=admission.release, answer=snapshot)
 
 
 async def _in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,
@@ -158,5 +158,13 @@ def _frames(events: list[dict]) -> list[bytes]:
 
 
 def _stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent]) -> AsyncIterator[bytes]:
-    return stream_frames(events, lambda event: _frames(assembler.on_event(event)),
-                         opening=lambda: _frames(assembler.opening()), closing=list)
+    def frames(event: PipelineEvent) -> list[bytes] | Awaitable[list[bytes]]:
+        delivered = assembler.deliver(event)
+        return _frames(delivered) if isinstance(delivered, list) else _saved_frames(delivered)
+
+    return stream_frames(events, frames, opening=lambda: _frames(assembler.opening()), closing=list)
+
+
+async def _saved_frames(delivered: Awaitable[list[dict]]) -> list[bytes]:
+    """The frames of the event that saved the response, once the save is over."""
+    return _frames(await delivered)

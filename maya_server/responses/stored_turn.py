@@ -23,10 +23,10 @@ Which history a turn continues is decided by `ResponseRecords.open_turn`
 this turn either the store's copy, already pinned, or, when the store has
 evicted a background response whose job record is still retained, that
 record's items, which are then stored again with this turn. `save` is the
-assembler's `on_finish`: it runs before the terminal event. `not_saved` is
-called instead when a `store:true` response ends without being saved (the
-assembler's `on_unsaved`, or the stream's close when its client left), so
-that asking for it later says why it is missing (`UnstoredResponses`).
+assembler's `on_finish` (a coroutine: a shared store is a round trip away): it runs before the terminal
+event. `not_saved` is called instead when a `store:true` response ends without being saved (the
+assembler's `on_unsaved`, or the stream's close when its client left), so that asking for it later says why
+it is missing (`UnstoredResponses`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import orjson
 
 from .request import ResponsesRequest
 from .request_items import InputItem
-from .store import Continuation, ResponseStore
+from .store_interface import ResponseStoreBackend, StoredHistory
 from .stored_items import replay, stored_input_items
 from .unstored import UnstoredResponses
 
@@ -48,10 +48,10 @@ class StoredTurn:
 
     def __init__(
         self,
-        store: ResponseStore,
+        store: ResponseStoreBackend,
         owner: str,
         request: ResponsesRequest,
-        base: Continuation | None = None,
+        base: StoredHistory | None = None,
         carried: Sequence[dict] = (),
         *,
         unstored: UnstoredResponses | None = None,
@@ -91,9 +91,9 @@ class StoredTurn:
         own = self.new_items[len(self.carried):]
         return self.history + own
 
-    def save(self, snapshot: dict) -> None:
+    async def save(self, snapshot: dict) -> None:
         """Store the finished response (called only when the request asked for `store:true`)."""
-        self.store.put(self.owner, snapshot, self.new_items, self.base)
+        await self.store.put(self.owner, snapshot, self.new_items, self.base)
 
     def not_saved(self, response_id: str, ending: str) -> None:
         """A response that asked to be stored ended `ending` (`failed`, `cancelled`, `abandoned`) unsaved."""

@@ -9,6 +9,8 @@ deltas equal to their done text, the last item events equal to the final output)
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from maya_server.errors import EngineError, MayaError, ServiceUnavailableError
@@ -32,7 +34,12 @@ def assembler(**fields) -> ResponseAssembler:
 
 
 def feed(assembler: ResponseAssembler, events: list) -> list[dict]:
-    return [out for event in events for out in assembler.on_event(event)]
+    """Each event through `deliver`, as the consumers feed it: the save's coroutine awaited where there is one."""
+    out = []
+    for event in events:
+        delivered = assembler.deliver(event)
+        out += delivered if isinstance(delivered, list) else asyncio.run(delivered)
+    return out
 
 
 def stream(assembler: ResponseAssembler, events: list) -> StreamResult:
@@ -143,7 +150,7 @@ def test_a_failure_that_saving_raises_replaces_the_completion():
     """`on_finish` (the store) sees the finished snapshot first; if it fails, the response fails instead."""
     seen = []
 
-    def refuse(snapshot: dict) -> None:
+    async def refuse(snapshot: dict) -> None:
         seen.append(snapshot["status"])
         raise MayaError("the store is full", code="store_full")
 

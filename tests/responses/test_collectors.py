@@ -12,7 +12,7 @@ from maya_server.responses.collectors import (
 )
 from maya_server.responses.jobs import JobManager
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store import ResponseStore
+from maya_server.responses.store_memory import MemoryStore
 
 
 def _samples(collector) -> dict:
@@ -22,7 +22,8 @@ def _samples(collector) -> dict:
 def _store_stats() -> dict:
     names = [*GAUGES, *COUNTERS, "writes", "write_seconds", "assemblies", "assembly_seconds"]
     stats = {name: float(i + 1) for i, name in enumerate(dict.fromkeys(names))}
-    return {**stats, "limits": {"entries": 100, "bytes": 5000}}
+    return {**stats, "limits": {"entries": 100, "bytes": 5000}, "backend": "redis", "healthy": False,
+            "commands": 12, "command_seconds": 0.5, "command_errors": 3}
 
 
 def test_the_store_collector_maps_every_figure():
@@ -37,6 +38,11 @@ def test_the_store_collector_maps_every_figure():
     for name, (count, total, _) in TIMINGS.items():
         assert samples[(f"maya:responses_cache_{name}_seconds_count", ())] == stats[count]
         assert samples[(f"maya:responses_cache_{name}_seconds_sum", ())] == stats[total]
+    assert samples[("maya:responses_cache_backend", (("backend", "redis"),))] == 1
+    assert samples[("maya:responses_cache_healthy", ())] == 0
+    assert samples[("maya:responses_cache_command_seconds_count", ())] == 12
+    assert samples[("maya:responses_cache_command_seconds_sum", ())] == 0.5
+    assert samples[("maya:responses_cache_command_errors_total", ())] == 3
 
 
 def test_the_store_collector_reads_afresh_at_every_scrape():
@@ -61,9 +67,10 @@ def test_the_job_collector_maps_every_figure_and_labels_finished_by_state():
 
 def test_real_stats_feed_the_collectors_with_no_identifiers():
     settings = ResponsesSettings(job_workers=1)
-    store_samples = _samples(StoreCollector(ResponseStore(settings)))
+    store_samples = _samples(StoreCollector(MemoryStore(settings)))
     assert store_samples[("maya:responses_cache_entries", ())] == 0
     assert store_samples[("maya:responses_cache_limit_entries", ())] == settings.cache_entries
     job_samples = _samples(JobCollector(JobManager(settings)))
     assert job_samples[("maya:responses_jobs_admitted_total", ())] == 0
-    assert all(not labels or labels[0][0] == "state" for _, labels in [*store_samples, *job_samples])
+    assert store_samples[("maya:responses_cache_backend", (("backend", "memory"),))] == 1
+    assert all(not labels or labels[0][0] in ("state", "backend") for _, labels in [*store_samples, *job_samples])

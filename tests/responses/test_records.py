@@ -18,7 +18,7 @@ from maya_server.responses.event_log import EventLog
 from maya_server.responses.jobs import Job, JobManager
 from maya_server.responses.records import ResponseRecords
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store import ResponseStore
+from maya_server.responses.store_memory import MemoryStore
 
 from tests.responses.helpers import parse
 from tests.responses.test_store import answer, item, response
@@ -36,8 +36,8 @@ class Turn:
 def make_records() -> ResponseRecords:
     """Records whose store holds Alice's completed, foreground `r1` (input `u1`, output `m1`)."""
     settings = ResponsesSettings(job_workers=1)
-    records = ResponseRecords(JobManager(settings), ResponseStore(settings))
-    records.store.put(ALICE, response("r1", answer("m1")), [item("u1")])
+    records = ResponseRecords(JobManager(settings), MemoryStore(settings))
+    records.store.core.put(ALICE, response("r1", answer("m1")), [item("u1")])
     return records
 
 
@@ -77,10 +77,10 @@ def short(text: str = "done"):
     return generate
 
 
-def refused(error: type[MayaError], status: int, code: str, call, *args, **kwargs) -> MayaError:
+async def refused(error: type[MayaError], status: int, code: str, call, *args, **kwargs) -> MayaError:
     """The error a call raises, checked as the client sees it: its status and OpenAI-shaped body."""
     with pytest.raises(error) as caught:
-        call(*args, **kwargs)
+        await call(*args, **kwargs)
     body = caught.value.body()["error"]
     assert caught.value.status == status and body["code"] == code and body["type"] == "invalid_request_error"
     return caught.value
@@ -88,7 +88,7 @@ def refused(error: type[MayaError], status: int, code: str, call, *args, **kwarg
 
 def test_a_stored_response_is_retrieved_from_the_store():
     records = make_records()
-    found = records.retrieve(ALICE, "r1")
+    found = asyncio.run(records.retrieve(ALICE, "r1"))
     assert found["id"] == "r1" and found["output"][0]["id"] == "m1"
 
 
@@ -97,8 +97,8 @@ def test_a_running_background_job_is_retrieved_live_and_streamable():
         records = make_records()
         job = background(records, ALICE, endless())
         await started(job)
-        live = records.retrieve(ALICE, job.id)
-        streamed = records.streamable(ALICE, job.id)
+        live = await records.retrieve(ALICE, job.id)
+        streamed = await records.streamable(ALICE, job.id)
         await records.jobs.shutdown()
         return job, live, streamed
 
@@ -109,9 +109,9 @@ def test_a_running_background_job_is_retrieved_live_and_streamable():
 
 def test_a_response_known_only_from_the_store_cannot_be_streamed():
     records = make_records()
-    error = refused(ConflictError, 409, "conflict", records.streamable, ALICE, "r1")
+    error = asyncio.run(refused(ConflictError, 409, "conflict", records.streamable, ALICE, "r1"))
     assert error.param == "stream"
-    refused(NotFoundError, 404, "not_found", records.streamable, ALICE, "unknown")
+    asyncio.run(refused(NotFoundError, 404, "not_found", records.streamable, ALICE, "unknown"))
 
 
 def test_continuing_a_running_job_is_a_409_and_a_cancelled_one_a_400():
@@ -119,10 +119,10 @@ def test_continuing_a_running_job_is_a_409_and_a_cancelled_one_a_400():
         records = make_records()
         job = background(records, ALICE, endless())
         await started(job)
-        running = refused(ConflictError, 409, "conflict",
+        running = await refused(ConflictError, 409, "conflict",
                           records.open_turn, ALICE, parse(previous_response_id=job.id, input="next"))
         cancelled = await records.cancel(ALICE, job.id)
-        after = refused(InvalidRequestError, 400, None,
+        after = await refused(InvalidRequestError, 400, None,
                         records.open_turn, ALICE, parse(previous_response_id=job.id, input="next"))
         return running, cancelled, after
 
@@ -137,9 +137,9 @@ def test_continuing_prefers_the_stored_copy_and_falls_back_to_the_job_record():
         records = make_records()
         job = background(records, ALICE, short("answer"))
         await asyncio.wait_for(job.done.wait(), 1)
-        with records.open_turn(ALICE, parse(previous_response_id="r1", input="next")) as stored:
+        with await records.open_turn(ALICE, parse(previous_response_id="r1", input="next")) as stored:
             from_store = [entry["id"] for entry in stored.history]
-        with records.open_turn(ALICE, parse(previous_response_id=job.id, input="next")) as carried:
+        with await records.open_turn(ALICE, parse(previous_response_id=job.id, input="next")) as carried:
             from_record = [entry["id"] for entry in carried.history]
             carried_again = [entry["id"] for entry in carried.carried]
         return job, from_store, from_record, carried_again
@@ -153,18 +153,19 @@ def test_continuing_prefers_the_stored_copy_and_falls_back_to_the_job_record():
 
 def test_continuing_an_unknown_response_is_a_404():
     records = make_records()
-    refused(NotFoundError, 404, "not_found", records.open_turn, ALICE, parse(previous_response_id="nope", input="x"))
+    asyncio.run(refused(NotFoundError, 404, "not_found", records.open_turn, ALICE,
+                        parse(previous_response_id="nope", input="x")))
 
 
 def test_input_items_page_through_the_store_and_a_job_record():
     async def scenario():
         records = make_records()
-        records.store.put(ALICE, response("r2", answer("m2")), [item("a"), item("b"), item("c")])
+        records.store.core.put(ALICE, response("r2", answer("m2")), [item("a"), item("b"), item("c")])
         job = background(records, ALICE, endless(), history=[item("j1"), item("j2")])
-        newest = records.input_items(ALICE, "r2", order="desc", limit=2, after=None)
-        rest = records.input_items(ALICE, "r2", order="desc", limit=2, after="b")
-        from_job = records.input_items(ALICE, job.id, order="asc", limit=20, after=None)
-        bad_after = refused(InvalidRequestError, 400, None,
+        newest = await records.input_items(ALICE, "r2", order="desc", limit=2, after=None)
+        rest = await records.input_items(ALICE, "r2", order="desc", limit=2, after="b")
+        from_job = await records.input_items(ALICE, job.id, order="asc", limit=20, after=None)
+        bad_after = await refused(InvalidRequestError, 400, None,
                             records.input_items, ALICE, "r2", order="asc", limit=20, after="zzz")
         await records.jobs.shutdown()
         return newest, rest, from_job, bad_after
@@ -182,12 +183,12 @@ def test_delete_forgets_both_copies_and_refuses_a_running_job():
         records = make_records()
         running = background(records, ALICE, endless())
         await started(running)
-        active = refused(ConflictError, 409, "conflict", records.delete, ALICE, running.id)
+        active = await refused(ConflictError, 409, "conflict", records.delete, ALICE, running.id)
         await records.cancel(ALICE, running.id)
-        records.delete(ALICE, running.id)
-        gone = refused(NotFoundError, 404, "not_found", records.retrieve, ALICE, running.id)
-        records.delete(ALICE, "r1")
-        again = refused(NotFoundError, 404, "not_found", records.delete, ALICE, "r1")
+        await records.delete(ALICE, running.id)
+        gone = await refused(NotFoundError, 404, "not_found", records.retrieve, ALICE, running.id)
+        await records.delete(ALICE, "r1")
+        again = await refused(NotFoundError, 404, "not_found", records.delete, ALICE, "r1")
         return active, gone, again, records.store.stats()
 
     active, gone, again, stats = asyncio.run(scenario())
@@ -217,16 +218,16 @@ def test_another_key_sees_nothing_of_a_response():
         job = background(records, ALICE, short())
         await asyncio.wait_for(job.done.wait(), 1)
         for response_id in ("r1", job.id):
-            refused(NotFoundError, 404, "not_found", records.retrieve, BOB, response_id)
-            refused(NotFoundError, 404, "not_found", records.streamable, BOB, response_id)
-            refused(NotFoundError, 404, "not_found", records.delete, BOB, response_id)
-            refused(NotFoundError, 404, "not_found",
+            await refused(NotFoundError, 404, "not_found", records.retrieve, BOB, response_id)
+            await refused(NotFoundError, 404, "not_found", records.streamable, BOB, response_id)
+            await refused(NotFoundError, 404, "not_found", records.delete, BOB, response_id)
+            await refused(NotFoundError, 404, "not_found",
                     records.input_items, BOB, response_id, order="asc", limit=20, after=None)
-            refused(NotFoundError, 404, "not_found",
+            await refused(NotFoundError, 404, "not_found",
                     records.open_turn, BOB, parse(previous_response_id=response_id, input="x"))
             with pytest.raises(NotFoundError):
                 await records.cancel(BOB, response_id)
-        return records.retrieve(ALICE, "r1"), records.retrieve(ALICE, job.id)
+        return await records.retrieve(ALICE, "r1"), await records.retrieve(ALICE, job.id)
 
     alices = asyncio.run(scenario())
     assert [found["id"] for found in alices][0] == "r1"  # the owner still finds both

@@ -1,4 +1,8 @@
-"""The response store on its own: sharing, limits, TTL, LRU, quotas and the assembly budget."""
+"""The response store on its own: sharing, limits, TTL, LRU, quotas and the assembly budget.
+
+One contract, two backends: every test runs on the memory store and on the Redis store (a real
+redis-server; skipped, saying why, where it is not installed). Byte figures that depend on how a backend
+keeps its bytes read the backend's own overheads (`store_backends.py`)."""
 
 from __future__ import annotations
 
@@ -7,9 +11,13 @@ import pytest
 
 from maya_server.errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store import REFERENCE_BYTES, ResponseStore
+
+from tests.responses.store_backends import (
+    SyncStore, backend, envelope_overhead, open_sync_store, reference_bytes, response_overhead,
+)
 
 A, B = "owner-a", "owner-b"
+__all__ = ["backend"]  # the fixture every test here is parametrized by
 
 
 class Clock:
@@ -20,9 +28,19 @@ class Clock:
         return self.now
 
 
-def make_store(**limits) -> tuple[ResponseStore, Clock]:
-    clock = Clock()
-    return ResponseStore(ResponsesSettings(**limits), clock=clock), clock
+@pytest.fixture
+def make_store(backend):
+    """make_store(**limits) → (a store of this test's backend, its clock); closed after the test."""
+    stores: list[SyncStore] = []
+
+    def make(**limits) -> tuple[SyncStore, Clock]:
+        clock = Clock()
+        stores.append(open_sync_store(backend, ResponsesSettings(**limits), clock))
+        return stores[-1], clock
+
+    yield make
+    for store in stores:
+        store.close()
 
 
 def item(item_id: str, text: str = "x") -> dict:
@@ -41,7 +59,7 @@ def answer(item_id: str, text: str = "ok") -> dict:
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
 
 
-def put_chain(store: ResponseStore, owner: str, depth: int, prefix: str = "r") -> list[str]:
+def put_chain(store: SyncStore, owner: str, depth: int, prefix: str = "r") -> list[str]:
     """A conversation of `depth` stored turns, each continuing the previous one."""
     ids = []
     base = None
@@ -57,21 +75,24 @@ def put_chain(store: ResponseStore, owner: str, depth: int, prefix: str = "r") -
     return ids
 
 
-def unique_item_bytes(store: ResponseStore, owner: str, rid: str) -> int:
-    blocks = store.input_blocks(owner, rid)
-    return sum(b.size for b in blocks)
+def unique_item_bytes(store: SyncStore, owner: str, rid: str) -> int:
+    return sum(len(data) for _, data in store.input_items(owner, rid))
+
+
+def input_ids(store: SyncStore, owner: str, rid: str) -> list[str]:
+    return [item_id for item_id, _ in store.input_items(owner, rid)]
 
 
 # -- round trip and history ---------------------------------------------------------------
-def test_a_stored_response_comes_back_as_it_was():
+def test_a_stored_response_comes_back_as_it_was(make_store):
     store, _ = make_store()
     original = response("r1", answer("m1"))
     store.put(A, original, [item("u1")])
     assert store.get(A, "r1") == original
-    assert [orjson.loads(b.data)["id"] for b in store.input_blocks(A, "r1")] == ["u1"]
+    assert [orjson.loads(data)["id"] for _, data in store.input_items(A, "r1")] == ["u1"]
 
 
-def test_full_usage_is_kept_compactly_and_comes_back_whole():
+def test_full_usage_is_kept_compactly_and_comes_back_whole(make_store):
     store, _ = make_store()
     usage = {"input_tokens": 9, "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
              "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2}, "total_tokens": 14}
@@ -83,29 +104,29 @@ def test_full_usage_is_kept_compactly_and_comes_back_whole():
     assert store.get(A, "r2") == odd
 
 
-def test_a_continuation_sees_the_whole_history_flat():
+def test_a_continuation_sees_the_whole_history_flat(make_store):
     store, _ = make_store()
     put_chain(store, A, 4)
     base = store.begin(A, "r3")
     assert [i["id"] for i in base.items()] == [
         "r0-in", "r0-out", "r1-in", "r1-out", "r2-in", "r2-out", "r3-in", "r3-out"]
     base.release()
-    assert [b.item_id for b in store.input_blocks(A, "r3")] == ["r0-in", "r0-out", "r1-in", "r1-out", "r2-in",
-                                                                "r2-out", "r3-in"]
+    assert input_ids(store, A, "r3") == ["r0-in", "r0-out", "r1-in", "r1-out", "r2-in", "r2-out", "r3-in"]
 
 
-def test_a_chain_stores_each_item_once():
+def test_a_chain_stores_each_item_once(make_store):
     store, _ = make_store()
     put_chain(store, A, 50)
     stats = store.stats()
     unique = unique_item_bytes(store, A, "r49") + len(orjson.dumps(answer("r49-out")))
-    # unique items + one 8-byte slot per item + each entry's small JSON and one shared envelope
-    assert stats["bytes"] < unique * 2
-    per_entry = (stats["bytes"] - unique - 100 * REFERENCE_BYTES) / 50
+    # unique items + one slot per item + each entry's small JSON and one shared envelope
+    overhead = 100 * response_overhead(store)  # on Redis: each block's and each entry's keys
+    assert stats["bytes"] < unique * 2 + overhead
+    per_entry = (stats["bytes"] - unique - 100 * reference_bytes(store) - overhead // 2) / 50
     assert per_entry < 300
 
 
-def test_branching_copies_references_not_items():
+def test_branching_copies_references_not_items(make_store):
     store, _ = make_store()
     put_chain(store, A, 3)
     before = store.stats()["bytes"]
@@ -114,24 +135,24 @@ def test_branching_copies_references_not_items():
     base.release()
     added = store.stats()["bytes"] - before
     new_blocks = len(orjson.dumps(item("b-in"))) + len(orjson.dumps(answer("b-out")))
-    copied_slots = 4 * REFERENCE_BYTES  # r0-in r0-out r1-in r1-out
-    assert added < new_blocks + copied_slots + 6 * REFERENCE_BYTES + 400
-    assert [b.item_id for b in store.input_blocks(A, "branch")] == ["r0-in", "r0-out", "r1-in", "r1-out", "b-in"]
-    assert [b.item_id for b in store.input_blocks(A, "r2")] == ["r0-in", "r0-out", "r1-in", "r1-out", "r2-in"]
+    copied_slots = 4 * reference_bytes(store)  # r0-in r0-out r1-in r1-out
+    assert added < new_blocks + copied_slots + 6 * reference_bytes(store) + 400 + 2 * response_overhead(store)
+    assert input_ids(store, A, "branch") == ["r0-in", "r0-out", "r1-in", "r1-out", "b-in"]
+    assert input_ids(store, A, "r2") == ["r0-in", "r0-out", "r1-in", "r1-out", "r2-in"]
 
 
-def test_deleting_an_ancestor_leaves_descendants_whole():
+def test_deleting_an_ancestor_leaves_descendants_whole(make_store):
     store, _ = make_store()
     put_chain(store, A, 3)
     store.delete(A, "r0")
     store.delete(A, "r1")
     with pytest.raises(NotFoundError):
         store.get(A, "r0")
-    assert len(store.input_blocks(A, "r2")) == 5
+    assert len(store.input_items(A, "r2")) == 5
     assert store.get(A, "r2")["output"][0]["id"] == "r2-out"
 
 
-def test_deleting_everything_frees_every_byte():
+def test_deleting_everything_frees_every_byte(make_store):
     store, _ = make_store()
     put_chain(store, A, 5)
     for rid in ("r2", "r0", "r4", "r1", "r3"):
@@ -140,7 +161,7 @@ def test_deleting_everything_frees_every_byte():
     assert store.owner_usage(A) == (0, 0)
 
 
-def test_deleting_the_tip_frees_its_items_and_the_new_tip_appends_again():
+def test_deleting_the_tip_frees_its_items_and_the_new_tip_appends_again(make_store):
     store, _ = make_store()
     put_chain(store, A, 3)
     before_tip = store.stats()["bytes"]
@@ -152,10 +173,10 @@ def test_deleting_the_tip_frees_its_items_and_the_new_tip_appends_again():
     lineage = base.lineage
     store.put(A, response("r4", answer("r4-out")), [item("r4-in")], base)
     base.release()
-    assert store.begin(A, "r4").lineage is lineage  # appended to the chain's lineage, not copied
+    assert store.begin(A, "r4").lineage == lineage  # appended to the chain's lineage, not copied
 
 
-def test_a_pinned_history_survives_deleting_the_response():
+def test_a_pinned_history_survives_deleting_the_response(make_store):
     store, _ = make_store()
     put_chain(store, A, 2)
     base = store.begin(A, "r1")
@@ -163,14 +184,14 @@ def test_a_pinned_history_survives_deleting_the_response():
     store.delete(A, "r0")
     store.put(A, response("r2", answer("r2-out")), [item("r2-in")], base)
     base.release()
-    assert [b.item_id for b in store.input_blocks(A, "r2")] == ["r0-in", "r0-out", "r1-in", "r1-out", "r2-in"]
+    assert input_ids(store, A, "r2") == ["r0-in", "r0-out", "r1-in", "r1-out", "r2-in"]
 
 
 # -- isolation --------------------------------------------------------------------------------
-def test_other_owners_get_not_found_everywhere():
+def test_other_owners_get_not_found_everywhere(make_store):
     store, _ = make_store()
     store.put(A, response("r1", answer("m1")), [item("u1")])
-    for call in (lambda: store.get(B, "r1"), lambda: store.begin(B, "r1"), lambda: store.input_blocks(B, "r1"),
+    for call in (lambda: store.get(B, "r1"), lambda: store.begin(B, "r1"), lambda: store.input_items(B, "r1"),
                  lambda: store.delete(B, "r1")):
         with pytest.raises(NotFoundError):
             call()
@@ -179,7 +200,7 @@ def test_other_owners_get_not_found_everywhere():
 
 
 # -- TTL -----------------------------------------------------------------------------------------
-def test_entries_expire_a_fixed_time_after_completion_even_when_read():
+def test_entries_expire_a_fixed_time_after_completion_even_when_read(make_store):
     store, clock = make_store(cache_ttl_s=60)
     store.put(A, response("r1", answer("m1")), [item("u1")])
     clock.now += 59
@@ -191,17 +212,17 @@ def test_entries_expire_a_fixed_time_after_completion_even_when_read():
     assert stats["expirations"] == 1 and stats["entries"] == 0 and stats["bytes"] == 0
 
 
-def test_insertion_drops_expired_entries():
+def test_insertion_drops_expired_entries(make_store):
     store, clock = make_store(cache_ttl_s=60)
     store.put(A, response("old", answer("m1")), [item("u1")])
     clock.now += 61
     store.put(A, response("new", answer("m2")), [item("u2")])
-    assert store.counters.expirations == 1
+    assert store.stats()["expirations"] == 1
     assert store.owner_usage(A)[0] == 1
 
 
 # -- LRU and limits -------------------------------------------------------------------------------
-def test_least_recently_used_is_evicted_first():
+def test_least_recently_used_is_evicted_first(make_store):
     store, _ = make_store(cache_entries=3)
     for rid in ("r1", "r2", "r3"):
         store.put(A, response(rid, answer(rid + "-out")), [item(rid + "-in")])
@@ -211,23 +232,24 @@ def test_least_recently_used_is_evicted_first():
         store.get(A, "r2")
     for rid in ("r1", "r3", "r4"):
         store.get(A, rid)
-    assert store.counters.evictions == 1
+    assert store.stats()["evictions"] == 1
 
 
-def test_byte_limit_evicts_least_recent_until_the_new_response_fits():
-    size = len(orjson.dumps(answer("r0-out", "z" * 1000)))
-    limit = 3 * size + 1000  # room for three such responses and their small JSON, not four
+def test_byte_limit_evicts_least_recent_until_the_new_response_fits(make_store):
+    store, _ = make_store()
+    size = len(orjson.dumps(answer("r0-out", "z" * 1000))) + response_overhead(store)
+    limit = 3 * size + 1000 + envelope_overhead(store)  # room for three such responses and their small JSON, not four
     store, _ = make_store(cache_bytes=limit)
     for n in range(6):
         store.put(A, response(f"r{n}", answer(f"r{n}-out", "z" * 1000)), [])
         assert store.stats()["bytes"] <= limit
     assert store.stats()["entries"] == 3
-    assert store.counters.evictions == 3
+    assert store.stats()["evictions"] == 3
     for n in (3, 4, 5):
         store.get(A, f"r{n}")
 
 
-def test_a_snapshot_over_entry_bytes_is_refused_and_nothing_changes():
+def test_a_snapshot_over_entry_bytes_is_refused_and_nothing_changes(make_store):
     store, _ = make_store(entry_bytes=2000)
     store.put(A, response("small", answer("s")), [item("u")])
     before = store.stats()
@@ -241,7 +263,7 @@ def test_a_snapshot_over_entry_bytes_is_refused_and_nothing_changes():
         store.get(A, "big")
 
 
-def test_owner_entry_quota_evicts_only_that_owners_entries():
+def test_owner_entry_quota_evicts_only_that_owners_entries(make_store):
     store, _ = make_store(owner_entries=2)
     store.put(B, response("b1", answer("b1-out")), [item("b1-in")])
     for rid in ("a1", "a2", "a3"):
@@ -252,19 +274,21 @@ def test_owner_entry_quota_evicts_only_that_owners_entries():
     assert store.get(B, "b1")["id"] == "b1"
 
 
-def test_owner_byte_quota_evicts_only_that_owners_entries():
-    size = len(orjson.dumps(answer("x", "z" * 1000)))
-    store, _ = make_store(owner_bytes=2 * size + 1500)
+def test_owner_byte_quota_evicts_only_that_owners_entries(make_store):
+    store, _ = make_store()
+    size = len(orjson.dumps(answer("x", "z" * 1000))) + response_overhead(store)
+    quota = 2 * size + 1500 + envelope_overhead(store)
+    store, _ = make_store(owner_bytes=quota)
     store.put(B, response("b1", answer("b1-out", "z" * 1000)), [])
     for rid in ("a1", "a2", "a3", "a4"):
         store.put(A, response(rid, answer(rid + "-out", "z" * 1000)), [])
-        assert store.owner_usage(A)[1] <= 2 * size + 1500
+        assert store.owner_usage(A)[1] <= quota
     assert store.get(B, "b1")["id"] == "b1"
     with pytest.raises(StorageCapacityError):
         store.put(A, response("huge", answer("h", "z" * 5000)), [])
 
 
-def test_an_entry_over_the_owner_quota_alone_is_refused_before_evicting():
+def test_an_entry_over_the_owner_quota_alone_is_refused_before_evicting(make_store):
     store, _ = make_store(owner_bytes=3000)
     store.put(A, response("a1", answer("a1-out")), [])
     with pytest.raises(StorageCapacityError):
@@ -273,7 +297,7 @@ def test_an_entry_over_the_owner_quota_alone_is_refused_before_evicting():
 
 
 # -- assembly budget ---------------------------------------------------------------------------------
-def test_assembly_pressure_is_a_503_and_drops_nothing():
+def test_assembly_pressure_is_a_503_and_drops_nothing(make_store):
     store, _ = make_store(assembly_bytes=1500)
     store.put(A, response("r1", answer("r1-out", "z" * 600)), [item("u1")])
     first = store.begin(A, "r1")
@@ -290,7 +314,7 @@ def test_assembly_pressure_is_a_503_and_drops_nothing():
     second.release()
 
 
-def test_counters_after_a_sequence():
+def test_counters_after_a_sequence(make_store):
     store, _ = make_store(cache_entries=2)
     put_chain(store, A, 3)  # 3 writes, 3 begins (hits), 1 eviction
     store.get(A, "r2")

@@ -7,6 +7,7 @@ its history's bytes in the store after its base response is deleted.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -16,7 +17,7 @@ from maya_server.errors import InvalidRequestError
 from maya_server.responses.jobs import JobManager
 from maya_server.responses.records import ResponseRecords
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store import ResponseStore
+from maya_server.responses.store_memory import MemoryStore
 from maya_server.responses.stored_turn import StoredTurn
 
 from tests.responses.api.sse import iter_frames, read_stream
@@ -30,22 +31,22 @@ DELAY = 0.01
 
 
 # -- the turn on its own ---------------------------------------------------------------------------
-def stored_base() -> ResponseStore:
-    store = ResponseStore(ResponsesSettings())
-    store.put(OWNER, response("r1", answer("m1")), [item("u1")])
+def stored_base() -> MemoryStore:
+    store = MemoryStore(ResponsesSettings())
+    store.core.put(OWNER, response("r1", answer("m1")), [item("u1")])
     return store
 
 
-def continuing(store: ResponseStore, **fields) -> StoredTurn:
+def continuing(store: MemoryStore, **fields) -> StoredTurn:
     """Opened the way a request opens it: its records choose and pin the continued history."""
     records = ResponseRecords(JobManager(ResponsesSettings()), store)
-    return records.open_turn(OWNER, parse(previous_response_id="r1", **fields))
+    return asyncio.run(records.open_turn(OWNER, parse(previous_response_id="r1", **fields)))
 
 
-def nothing_left(store: ResponseStore, *stored_ids: str) -> bool:
+def nothing_left(store: MemoryStore, *stored_ids: str) -> bool:
     """Nothing pinned: no assembly bytes in flight, and no bytes once the stored responses are gone."""
     for response_id in stored_ids:
-        store.delete(OWNER, response_id)
+        store.core.delete(OWNER, response_id)
     stats = store.stats()
     return (stats["assembly_bytes_in_flight"], stats["bytes"], stats["entries"]) == (0, 0, 0)
 
@@ -79,7 +80,7 @@ def test_a_handed_over_turn_is_released_by_its_new_holder_only_once():
     with continuing(store) as turn:
         turn.hand_over()
     pinned = store.stats()["assembly_bytes_in_flight"]
-    store.delete(OWNER, "r1")
+    store.core.delete(OWNER, "r1")
     assert pinned > 0 and store.stats()["bytes"] > 0  # the block left it pinned for the holder
     turn.release()
     turn.release()  # idempotent: a second release must not give back the budget twice

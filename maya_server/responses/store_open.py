@@ -1,0 +1,88 @@
+"""`--store memory|redis://…`: the response store a server keeps its stored responses in.
+
+`memory` (the default) is this process's memory. A `redis://`, `rediss://` (TLS) or `unix://` URL is a
+Redis or Valkey server shared by every replica given the same URL and prefix. Its password comes from the
+URL or from `--store-password-file`, never both; it is never shown: /v1/status and the metrics show the URL
+without its credentials (`shown_url`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import ConfigError
+from .settings import ResponsesSettings
+from .store_interface import ResponseStoreBackend
+from .store_memory import MemoryStore
+
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def check_store_url(name: str, value: object) -> str:
+    """The `store` setting: `memory` or a Redis URL (its scheme and host checked, nothing connected)."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(name, f"must be 'memory' or a redis://, rediss:// or unix:// URL, got {value!r}")
+    if value == "memory":
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in REDIS_SCHEMES:
+        raise ConfigError(name, f"must be 'memory' or a redis://, rediss:// or unix:// URL, got {shown_url(value)!r}")
+    if parts.scheme == "unix" and not parts.path:
+        raise ConfigError(name, "a unix:// URL names the socket's path, e.g. unix:///run/redis/redis.sock")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ConfigError(name, f"names no host: {shown_url(value)!r}")
+    return value
+
+
+def shown_url(url: str) -> str:
+    """The URL without user name or password: what status pages, metrics and errors may show."""
+    parts = urlsplit(url)
+    if parts.password is None and parts.username is None:
+        return url
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def read_secret(name: str, path: str | None) -> bytes | None:
+    """A file's content, stripped of its line end (a password, the scope secret); None without a file."""
+    if path is None:
+        return None
+    try:
+        data = Path(path).read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(name, f"cannot read {path}: {exc.strerror}") from None
+    if not data:
+        raise ConfigError(name, f"{path} is empty")
+    return data
+
+
+def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float] | None = None) -> ResponseStoreBackend:
+    """The store `config.store` names (nothing is connected yet: a Redis store connects on its first command)."""
+    if config.store == "memory":
+        return MemoryStore(settings, clock=clock or time.monotonic)
+    from redis.asyncio import BlockingConnectionPool, Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from .redis_link import RedisLink
+    from .store_redis import RedisStore
+
+    password = read_secret("store_password_file", config.store_password_file)
+    if password is not None and urlsplit(config.store).password is not None:
+        raise ConfigError("store_password_file", "the store URL already has a password: give it in one place")
+    options = {"password": password.decode()} if password is not None else {}
+    pool = BlockingConnectionPool.from_url(
+        config.store, max_connections=config.store_pool_size, timeout=config.store_command_timeout,
+        socket_connect_timeout=config.store_connect_timeout, socket_timeout=config.store_command_timeout,
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)), client_name="maya", **options,
+    )  # one retry on a broken connection: after Redis restarts, each pooled connection fails once on its next use;
+    # the command timeout still bounds the whole call (`RedisStore._command`)
+    link = RedisLink(Redis(connection_pool=pool), prefix=config.store_prefix,
+                     secret=read_secret("store_secret_file", config.store_secret_file),
+                     command_timeout=config.store_command_timeout, shown_url=shown_url(config.store))
+    return RedisStore(link, settings, clock=clock or time.time)

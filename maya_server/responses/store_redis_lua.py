@@ -1,0 +1,279 @@
+"""The Redis store's Lua scripts: every change to the shared store is one script, so it is atomic for the fleet.
+
+A script runs alone on the Redis server, so a put, a read or a delete is never seen half-done by any
+replica, and the entry, byte and owner bounds are checked and enforced (LRU eviction) in the same step
+as the write that would break them. Keys (P is the configured prefix, O an owner scope, never a
+credential; see `store_redis.py`):
+
+    P e:RID        hash   one stored response: o (owner scope), l (lineage id), ie/oe (its input and output
+                          end in the lineage), own (its own JSON), env (its envelope's digest), x (expiry, s),
+                          c (the bytes charged for the entry itself)
+    P l:LID        list   a lineage: the digests of its blocks, in order (shared by one chain's responses)
+    P u:LID        zset   the lineage's users: response id → the end of the slice it uses
+    P g            hash   lineage id → generation, bumped whenever the lineage is cut back
+    P b:O:DIGEST   string one item's (or envelope's) JSON, stored once per owner scope
+    P rc:O         hash   digest → references (lineage slots and entries) to that block
+    P lru, P lru:O zset   response id → last use (a shared sequence): the fleet's and the owner's LRU order
+    P exp          zset   response id → expiry time (seconds, the replicas' wall clock)
+    P n            hash   fleet figures: entries, bytes, seq, lin (lineage ids), writes, evictions, ...
+    P ob, P oe     hash   owner scope → bytes, entries
+
+The bytes charged are what Redis holds for them (the JSON plus a per-key overhead measured with MEMORY USAGE,
+passed in as ARGV by `store_redis.py`), so the byte bounds bound Redis's memory.
+"""
+
+COMMON = r"""
+local P = ARGV[1]
+local BLOCK, SLOT, LINEAGE = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+
+local function charge(o, n)
+  if n == 0 then return end
+  redis.call('HINCRBY', P .. 'n', 'bytes', n)
+  if redis.call('HINCRBY', P .. 'ob', o, n) == 0 then redis.call('HDEL', P .. 'ob', o) end
+end
+
+local function block_add(o, dg, data)
+  if redis.call('HINCRBY', P .. 'rc:' .. o, dg, 1) == 1 then
+    redis.call('SET', P .. 'b:' .. o .. ':' .. dg, data)
+    charge(o, #data + BLOCK)
+  end
+end
+
+local function block_drop(o, dg)
+  if redis.call('HINCRBY', P .. 'rc:' .. o, dg, -1) <= 0 then
+    redis.call('HDEL', P .. 'rc:' .. o, dg)
+    local key = P .. 'b:' .. o .. ':' .. dg
+    local size = redis.call('STRLEN', key)
+    redis.call('DEL', key)
+    charge(o, -(size + BLOCK))
+  end
+end
+
+local function drop_slots(o, lkey, from, len)
+  local gone = redis.call('LRANGE', lkey, from, len - 1)
+  for _, dg in ipairs(gone) do block_drop(o, dg) end
+  charge(o, -SLOT * (len - from))
+end
+
+-- After a user left: cut the lineage back to its longest slice still in use, or drop it when unused.
+local function settle(o, lid)
+  local lkey, ukey = P .. 'l:' .. lid, P .. 'u:' .. lid
+  local len = redis.call('LLEN', lkey)
+  local top = redis.call('ZREVRANGE', ukey, 0, 0, 'WITHSCORES')
+  if #top == 0 then
+    drop_slots(o, lkey, 0, len)
+    redis.call('DEL', lkey)
+    redis.call('HDEL', P .. 'g', lid)
+    charge(o, -LINEAGE)
+    return
+  end
+  local keep = tonumber(top[2])
+  if keep < len then
+    drop_slots(o, lkey, keep, len)
+    if keep == 0 then redis.call('DEL', lkey) else redis.call('LTRIM', lkey, 0, keep - 1) end
+    redis.call('HINCRBY', P .. 'g', lid, 1)
+  end
+end
+
+local function remove(rid)
+  local e = P .. 'e:' .. rid
+  local f = redis.call('HMGET', e, 'o', 'l', 'c', 'env')
+  local o, lid = f[1], f[2]
+  if not o then
+    redis.call('ZREM', P .. 'lru', rid)
+    redis.call('ZREM', P .. 'exp', rid)
+    return
+  end
+  redis.call('DEL', e)
+  redis.call('ZREM', P .. 'lru', rid)
+  redis.call('ZREM', P .. 'lru:' .. o, rid)
+  redis.call('ZREM', P .. 'exp', rid)
+  redis.call('HINCRBY', P .. 'n', 'entries', -1)
+  if redis.call('HINCRBY', P .. 'oe', o, -1) <= 0 then redis.call('HDEL', P .. 'oe', o) end
+  charge(o, -tonumber(f[3]))
+  block_drop(o, f[4])
+  redis.call('ZREM', P .. 'u:' .. lid, rid)
+  settle(o, lid)
+end
+
+local function purge(now)
+  local due = redis.call('ZRANGEBYSCORE', P .. 'exp', '-inf', now, 'LIMIT', 0, 64)
+  for _, rid in ipairs(due) do
+    remove(rid)
+    redis.call('HINCRBY', P .. 'n', 'expirations', 1)
+  end
+end
+
+local function touch(o, rid)
+  local seq = redis.call('HINCRBY', P .. 'n', 'seq', 1)
+  redis.call('ZADD', P .. 'lru', seq, rid)
+  redis.call('ZADD', P .. 'lru:' .. o, seq, rid)
+end
+
+-- The entry's fields when `o` may see it, else nil (an expired one found here is dropped now).
+local function find(o, rid, now)
+  local f = redis.call('HMGET', P .. 'e:' .. rid, 'o', 'x', 'l', 'ie', 'oe', 'own', 'env')
+  if not f[1] or f[1] ~= o then return nil end
+  if tonumber(f[2]) <= now then
+    remove(rid)
+    redis.call('HINCRBY', P .. 'n', 'expirations', 1)
+    return nil
+  end
+  return f
+end
+
+local function figures()
+  local n = redis.call('HMGET', P .. 'n', 'entries', 'bytes')
+  return {tonumber(n[1]) or 0, tonumber(n[2]) or 0}
+end
+
+local function read_blocks(o, digests)
+  local out, keys = {}, {}
+  for i, dg in ipairs(digests) do
+    keys[#keys + 1] = P .. 'b:' .. o .. ':' .. dg
+    if #keys == 1000 or i == #digests then
+      local got = redis.call('MGET', unpack(keys))
+      for _, data in ipairs(got) do out[#out + 1] = data end
+      keys = {}
+    end
+  end
+  return out
+end
+"""
+
+READ = COMMON + r"""
+-- ARGV: P BLOCK SLOT LINEAGE | owner rid now mode(history|response|input)
+local o, rid, now, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
+purge(now)
+local f = find(o, rid, now)
+if not f then return {0} end
+touch(o, rid)
+local lid, ie, oe = f[3], tonumber(f[4]), tonumber(f[5])
+local from, to = 0, oe
+if mode == 'response' then from = ie elseif mode == 'input' then to = ie end
+local digests = {}
+if to > from then digests = redis.call('LRANGE', P .. 'l:' .. lid, from, to - 1) end
+local gen = redis.call('HGET', P .. 'g', lid) or '0'
+local env = ''
+if mode == 'response' then
+  env = redis.call('GET', P .. 'b:' .. o .. ':' .. f[7])
+elseif mode == 'history' then
+  env = redis.call('STRLEN', P .. 'b:' .. o .. ':' .. f[7])  -- its size: what the memory store reserves too
+end
+return {1, lid, ie, oe, gen, f[6], env, digests, read_blocks(o, digests)}
+"""
+
+PUT = COMMON + r"""
+-- ARGV: P BLOCK SLOT LINEAGE | owner rid now expires own env_digest env_data base_lid base_end base_gen
+--       n_input entries bytes owner_entries owner_bytes entry_overhead | digest data ... (input, then output)
+local o, rid, now, expires = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
+local own, env_dg, env_data = ARGV[9], ARGV[10], ARGV[11]
+local base_lid, base_end, base_gen = ARGV[12], tonumber(ARGV[13]), ARGV[14]
+local n_input = tonumber(ARGV[15])
+local max_entries, max_bytes = tonumber(ARGV[16]), tonumber(ARGV[17])
+local owner_entries, owner_bytes, ENTRY = tonumber(ARGV[18]), tonumber(ARGV[19]), tonumber(ARGV[20])
+local FIRST = 21
+purge(now)
+if redis.call('EXISTS', P .. 'e:' .. rid) == 1 then return {'exists'} end
+
+local lid
+if base_lid ~= '' then
+  local gen = redis.call('HGET', P .. 'g', base_lid)
+  local len = redis.call('LLEN', P .. 'l:' .. base_lid)
+  if gen ~= base_gen or len < base_end then return {'stale'} end
+  if len == base_end then lid = base_lid end
+end
+if not lid then
+  lid = tostring(redis.call('HINCRBY', P .. 'n', 'lin', 1))
+  redis.call('HSET', P .. 'g', lid, 0)
+  charge(o, LINEAGE)
+  if base_lid ~= '' and base_end > 0 then
+    local copied = redis.call('LRANGE', P .. 'l:' .. base_lid, 0, base_end - 1)
+    for i = 1, #copied, 1000 do
+      local chunk = {}
+      for j = i, math.min(i + 999, #copied) do
+        chunk[#chunk + 1] = copied[j]
+        redis.call('HINCRBY', P .. 'rc:' .. o, copied[j], 1)
+      end
+      redis.call('RPUSH', P .. 'l:' .. lid, unpack(chunk))
+    end
+    charge(o, SLOT * #copied)
+  end
+end
+
+local lkey = P .. 'l:' .. lid
+local start = redis.call('LLEN', lkey)
+for i = FIRST, #ARGV, 2 do
+  block_add(o, ARGV[i], ARGV[i + 1])
+  redis.call('RPUSH', lkey, ARGV[i])
+end
+local oe = redis.call('LLEN', lkey)
+charge(o, SLOT * (oe - start))
+block_add(o, env_dg, env_data)
+local cost = #own + ENTRY
+redis.call('HSET', P .. 'e:' .. rid, 'o', o, 'l', lid, 'ie', start + n_input, 'oe', oe, 'own', own,
+           'env', env_dg, 'x', expires, 'c', cost)
+charge(o, cost)
+redis.call('HINCRBY', P .. 'n', 'entries', 1)
+redis.call('HINCRBY', P .. 'oe', o, 1)
+redis.call('ZADD', P .. 'u:' .. lid, oe, rid)
+redis.call('ZADD', P .. 'exp', expires, rid)
+touch(o, rid)
+
+-- make room: the owner's quota first (its own least recently used), then the fleet's bounds
+local evicted = 0
+local function evict_from(zkey)
+  local oldest = redis.call('ZRANGE', zkey, 0, 1)
+  for _, candidate in ipairs(oldest) do
+    if candidate ~= rid then
+      remove(candidate)
+      evicted = evicted + 1
+      return true
+    end
+  end
+  return false
+end
+local function owner_over()
+  if owner_entries > 0 and tonumber(redis.call('HGET', P .. 'oe', o) or 0) > owner_entries then return true end
+  return owner_bytes > 0 and tonumber(redis.call('HGET', P .. 'ob', o) or 0) > owner_bytes
+end
+local function fleet_over()
+  local n = figures()
+  return n[1] > max_entries or n[2] > max_bytes
+end
+local ok = true
+while ok and owner_over() do ok = evict_from(P .. 'lru:' .. o) end
+while ok and fleet_over() do ok = evict_from(P .. 'lru') end
+redis.call('HINCRBY', P .. 'n', 'evictions', evicted)
+if not ok then
+  remove(rid)
+  local n = figures()
+  return {'full', n[1], n[2], evicted}
+end
+redis.call('HINCRBY', P .. 'n', 'writes', 1)
+local n = figures()
+return {'ok', n[1], n[2], evicted}
+"""
+
+DELETE = COMMON + r"""
+-- ARGV: P BLOCK SLOT LINEAGE | owner rid now
+local o, rid, now = ARGV[5], ARGV[6], tonumber(ARGV[7])
+purge(now)
+local found = 0
+if find(o, rid, now) then
+  remove(rid)
+  redis.call('HINCRBY', P .. 'n', 'deletions', 1)
+  found = 1
+end
+local n = figures()
+return {found, n[1], n[2]}
+"""
+
+FIGURES = COMMON + r"""
+-- ARGV: P BLOCK SLOT LINEAGE | now [owner]: the fleet's figures after dropping what expired
+purge(tonumber(ARGV[5]))
+local n = redis.call('HMGET', P .. 'n', 'entries', 'bytes', 'writes', 'evictions', 'expirations', 'deletions')
+local owner = {0, 0}
+if ARGV[6] then owner = {redis.call('HGET', P .. 'oe', ARGV[6]) or 0, redis.call('HGET', P .. 'ob', ARGV[6]) or 0} end
+return {n[1] or 0, n[2] or 0, n[3] or 0, n[4] or 0, n[5] or 0, n[6] or 0, owner[1], owner[2]}
+"""
