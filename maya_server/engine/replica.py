@@ -40,6 +40,7 @@ from typing import Callable
 import httpx
 
 from ..errors import EngineOptionError, UpstreamError
+from .defaults import REPLICA_CHECK_TIMEOUT_S
 from .upstream import UpstreamEngine, UpstreamOptions
 from .upstream_probe import model_card, probe_upstream
 
@@ -61,7 +62,7 @@ class Replica:
         self._probe: asyncio.Task | None = None
         self._checks: asyncio.Task | None = None
         self._check_now: asyncio.Event | None = None
-        self.check_timeout = options.connect_timeout
+        self.check_timeout = REPLICA_CHECK_TIMEOUT_S
         """Seconds a check or probe may take (`replica_check_timeout`; set by the replica set)."""
         engine.on_abandoned = self.check_soon
 
@@ -125,7 +126,7 @@ class Replica:
             return True
         self.engine.health.checked(False, failure)
         ended = self.engine.fail_silent(began, f"the upstream engine stopped answering ({failure})")
-        log.warning("replica %s failed its check (%s); %d request(s) waiting on it sent on", self.url, failure, ended)
+        log.warning("replica %s failed its check (%s); %d silent request(s) on it ended", self.url, failure, ended)
         return False
 
     async def _liveness(self) -> str | None:

@@ -313,8 +313,8 @@ class UpstreamEngine(Engine):
         since `since` (loop time): the upstream was found unresponsive then. How many there were. A request
         that heard nothing at all is then sent to another replica (`replicas.py`); one mid-stream ends with the
         upstream's error, as after a broken connection."""
-        failure = UpstreamUnavailable(reason)
-        return sum(connection.fail_if_silent_since(since, failure) for connection in list(self.live))
+        return sum(connection.fail_if_silent_since(since, UpstreamUnavailable(reason))
+                   for connection in list(self.live))
 
     def _take_slot(self, generation: Generation) -> int | None:
         """The llama-server slot for this generation (`slot_choice.py`); None where the engine chooses."""

@@ -61,7 +61,8 @@ def served_routes(app) -> list[tuple[str, str]]:
             if getattr(route, "methods", None) is None and hasattr(inner, "routes"):
                 walk(inner.routes)
                 continue
-            found.extend((method, route.path) for method in sorted(route.methods or ()) if method not in {"HEAD", "OPTIONS"})
+            methods = sorted(set(route.methods or ()) - {"HEAD", "OPTIONS"})
+            found.extend((method, route.path) for method in methods)
 
     walk(app.routes)
     return found

@@ -164,7 +164,8 @@ HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 def answers(reply: bytes) -> tuple[bytes, bytes]:
     """The first answer (to the pipelined GET /health) and all that came after it."""
     head, _, rest = reply.partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.lower().split(b"\r\n") if line.startswith(b"content-length")))
+    lines = head.lower().split(b"\r\n")
+    length = int(next(line.split(b":")[1] for line in lines if line.startswith(b"content-length")))
     return head + b"\r\n\r\n" + rest[:length], rest[length:]
 
 
