@@ -98,7 +98,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         await hub.start()
-        engine.start()
+        engine.begin_serving()
         try:
             yield {"shutdown": shutdown}  # Starlette copies lifespan state into every request's scope
         finally:

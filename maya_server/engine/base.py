@@ -214,7 +214,7 @@ class Engine(ABC):
         process), read at scrape time; each app registers them in its own registry."""
         return []
 
-    def start(self) -> None:
+    def begin_serving(self) -> None:
         """Begin what the engine watches while the app serves (a replica set's checks); called on the event loop
         when the app starts, `close` when it stops."""
 

@@ -197,7 +197,7 @@ class ReplicaSetEngine(Engine):
         return [ReplicaCollector(self),
                 PrefillGateCollector(lambda: {r.url: r.engine.prefill_gate for r in self.replicas})]
 
-    def start(self) -> None:
+    def begin_serving(self) -> None:
         """Check each replica in rotation every `check_s` (`replica.py`): one that stops answering is taken out."""
         if self.check_s:
             for index, replica in enumerate(self.replicas):
