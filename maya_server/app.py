@@ -107,10 +107,12 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     async def lifespan(_: FastAPI):
         await store.start()
         await hub.start()
+        engine.begin_serving()
         try:
             yield {"shutdown": shutdown}  # Starlette copies lifespan state into every request's scope
         finally:
             shutdown.begin()
+            await engine.close()  # its watching stops; its streams end with the jobs below
             await hub.stop()  # stops every MCP server process and session, even if the jobs fail to stop
             try:
                 await jobs.shutdown()  # raises JobCleanupError if the engine did not release in time

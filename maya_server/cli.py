@@ -147,6 +147,12 @@ def _upstream_options(up: argparse._ArgumentGroup) -> None:
     up.add_argument("--replica-probe-s", dest="replica_probe_s", metavar="S",
                     help="seconds between checks of a replica taken out after a failure "
                          f"(default {_default('replica_probe_s')})")
+    up.add_argument("--replica-check-s", dest="replica_check_s", metavar="S",
+                    help="seconds between liveness checks of each replica in rotation; one that does not answer is "
+                         f"taken out (default {_default('replica_check_s')}; 0: none)")
+    up.add_argument("--replica-check-timeout", dest="replica_check_timeout", metavar="S",
+                    help="seconds a replica has to answer a liveness check or probe "
+                         f"(default {_default('replica_check_timeout')})")
     up.add_argument("--prefill-concurrency", dest="prefill_concurrency", metavar="N",
                     help="llamacpp and upstream engines: requests whose prompts the engine processes at once, the "
                          f"others wait their turn (default {_default('prefill_concurrency')}: no limit)")

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from .engine.defaults import (
-    AFFINITY_ENTRIES, CACHE_RAM_MIB, CONNECT_TIMEOUT_S, READ_TIMEOUT_S, REPLICA_PROBE_S, REPLICA_ROUTING,
-    TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S,
+    AFFINITY_ENTRIES, CACHE_RAM_MIB, CONNECT_TIMEOUT_S, READ_TIMEOUT_S, REPLICA_CHECK_S, REPLICA_CHECK_TIMEOUT_S,
+    REPLICA_PROBE_S, REPLICA_ROUTING, TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S,
 )
 from .errors import ConfigError
 from .families import FAMILY_NAMES as FAMILIES
@@ -135,6 +135,11 @@ class ServerConfig:
     """Prefix blocks (16 prompt tokens each) the affinity table remembers, least recently used dropped first."""
     replica_probe_s: float = REPLICA_PROBE_S
     """Seconds between checks of a replica taken out after a failure, until it answers again."""
+    replica_check_s: float = REPLICA_CHECK_S
+    """Seconds between liveness checks of each replica in rotation (0: none): one that accepts connections but
+    does not answer is taken out, and its requests that heard nothing move on (`engine/replica.py`)."""
+    replica_check_timeout: float = REPLICA_CHECK_TIMEOUT_S
+    """Seconds a replica has to answer a liveness check or a probe."""
     prefill_concurrency: int = 0
     """Requests an engine processes prompts for at once, the others waiting their turn in arrival order
     (`engine/prefill_gate.py` says what it buys and costs); 0: no limit, every prompt is sent at once."""
@@ -360,6 +365,8 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "replica_routing": _choice(REPLICA_ROUTINGS),
     "replica_affinity_entries": _positive_int,
     "replica_probe_s": _positive_float,
+    "replica_check_s": _non_negative_float,
+    "replica_check_timeout": _positive_float,
     "prefill_concurrency": _non_negative_int,
     "relay_batch_ms": _non_negative_float,
     "mcp_servers": parse_mcp_servers,

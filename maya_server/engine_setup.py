@@ -133,7 +133,7 @@ def replica_set_options(config: ServerConfig) -> ReplicaSetOptions:
     return ReplicaSetOptions(
         replicas=tuple(upstream_options(config, url) for url in config.upstream_url),
         routing=config.replica_routing, affinity_entries=config.replica_affinity_entries,
-        probe_s=config.replica_probe_s,
+        probe_s=config.replica_probe_s, check_s=config.replica_check_s, check_timeout=config.replica_check_timeout,
     )
 
 

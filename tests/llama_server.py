@@ -82,7 +82,18 @@ class LlamaServer:
             os.kill(self._process.pid, signal.SIGKILL)
             self._process.wait(timeout=10)
 
+    def pause(self) -> None:
+        """Wedge it: SIGSTOP. The kernel still accepts connections on its port, but nothing answers them."""
+        if self._process is not None and self._process.poll() is None:
+            os.kill(self._process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after `pause`."""
+        if self._process is not None and self._process.poll() is None:
+            os.kill(self._process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
+        self.resume()  # a stopped process cannot act on SIGTERM
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:

@@ -227,6 +227,10 @@ class Engine(ABC):
         process), read at scrape time; each app registers them in its own registry."""
         return []
 
+    def begin_serving(self) -> None:
+        """Begin what the engine watches while the app serves (a replica set's checks); called on the event loop
+        when the app starts, `close` when it stops."""
+
     async def close(self) -> None:
         """Release the engine's resources."""
 

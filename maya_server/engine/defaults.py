@@ -26,3 +26,8 @@ AFFINITY_ENTRIES = 131072
 """Prefix blocks (16 prompt tokens each) the affinity table remembers."""
 REPLICA_PROBE_S = 5.0
 """Seconds between checks of a replica taken out after a failure."""
+REPLICA_CHECK_S = 5.0
+"""Seconds between liveness checks of a replica in rotation: a wedged one is out within this plus the timeout."""
+REPLICA_CHECK_TIMEOUT_S = 5.0
+"""Seconds a replica has to answer a liveness check (`GET /v1/models`, which a live engine answers at once even
+while busy: llama-server's HTTP threads, vLLM's API server) or a probe."""

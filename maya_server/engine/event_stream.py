@@ -52,13 +52,15 @@ class Endpoint:
     connect_timeout: float = CONNECT_TIMEOUT_S
     read_timeout: float = READ_TIMEOUT_S
 
-    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> "EventStream":
-        """POST `body` (JSON) to `path`; the answer's status and headers are read, its body is not."""
+    async def post(self, path: str, body: bytes, headers: dict[str, str], *,
+                   live: "set[_Connection] | None" = None) -> "EventStream":
+        """POST `body` (JSON) to `path`; the answer's status and headers are read, its body is not. `live`, when
+        given, holds the connection while it is open (`Connections.fail_silent` can then end its wait)."""
         parts = urlsplit(self.url)
         host = parts.hostname or "localhost"
         port = parts.port or (443 if parts.scheme == "https" else 80)
         loop = asyncio.get_running_loop()
-        connection = _Connection(loop, self.read_timeout)
+        connection = _Connection(loop, self.read_timeout, live)
         try:
             async with asyncio.timeout(self.connect_timeout):
                 if self.uds is not None:
@@ -67,9 +69,14 @@ class Endpoint:
                     tls = ssl.create_default_context() if parts.scheme == "https" else None
                     await loop.create_connection(lambda: connection, host, port, ssl=tls)
         except TimeoutError:
+            connection.forget()
             raise UpstreamUnavailable(f"cannot connect to the upstream engine within {self.connect_timeout}s") from None
         except (OSError, ssl.SSLError):
+            connection.forget()
             raise UpstreamUnavailable("cannot connect to the upstream engine") from None
+        except BaseException:
+            connection.forget()
+            raise
         stream = EventStream(connection)
         try:
             target = (parts.path.rstrip("/") + path) if self.uds is None else path
@@ -204,8 +211,12 @@ class _Connection(asyncio.Protocol):
     unread, or while the stream gathers events on purpose (`hold_for`: a timer ends the hold, and only then is
     a waiter woken)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout: float,
+                 live: "set[_Connection] | None" = None) -> None:
         self._loop = loop
+        self._live = live
+        if live is not None:
+            live.add(self)
         self._read_timeout = read_timeout
         self._transport: asyncio.Transport | None = None
         self._pieces: list[bytes] = []
@@ -239,6 +250,7 @@ class _Connection(asyncio.Protocol):
         return False  # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.forget()
         self._ended = True
         if exc is not None:
             self._failure = exc if isinstance(exc, OSError) else OSError(str(exc))
@@ -301,6 +313,25 @@ class _Connection(asyncio.Protocol):
         if self._timer is None:
             self._timer = self._loop.call_at(self._wait_began + self._read_timeout, self._check_silence)
         return waiter
+
+    def forget(self) -> None:
+        """Leave the `live` set (the connection is closed, or never opened)."""
+        if self._live is not None:
+            self._live.discard(self)
+            self._live = None
+
+    def fail_if_silent_since(self, moment: float, failure: Exception) -> bool:
+        """End the stream's wait with `failure` if it has been waiting since `moment` (loop time) or earlier, with
+        nothing arrived since, or if its request is still being written: the engine was found unresponsive.
+        Whether it did."""
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_exception(failure)  # `send` raises it
+            return True
+        waiter = self._waiter
+        if waiter is None or waiter.done() or self._wait_began > moment or self._held:
+            return False
+        waiter.set_exception(failure)
+        return True
 
     def unread(self, data: bytes) -> None:
         """Put back what was read past the end of the head."""

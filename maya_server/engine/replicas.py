@@ -8,7 +8,8 @@ a new conversation to the least loaded one. Each replica is an ordinary
 `UpstreamEngine`, so the relay, its wire formats and its health record are
 the single upstream's own; this class only chooses which one streams.
 
-Failures: a replica whose request fails is taken out and probed in the
+Failures: a replica whose request fails, or that fails a liveness check (an
+engine that accepts connections but never answers), is taken out and probed in the
 background until it answers as the same model again (`replica.py`); its
 prefixes are forgotten, so its conversations move on to the others (prefilled
 there once). A request whose replica fails before anything reached the client
@@ -37,7 +38,7 @@ from typing import AsyncIterator
 
 from ..errors import EngineOptionError, UpstreamError, UpstreamRejected
 from .base import Counts, Engine, Generation, StreamItem
-from .defaults import AFFINITY_ENTRIES, REPLICA_PROBE_S, REPLICA_ROUTING
+from .defaults import AFFINITY_ENTRIES, REPLICA_CHECK_S, REPLICA_CHECK_TIMEOUT_S, REPLICA_PROBE_S, REPLICA_ROUTING
 from .prefill_gate import PrefillGateCollector
 from .prefix_affinity import PrefixTable, block_keys
 from .replica import Replica
@@ -56,12 +57,17 @@ class ReplicaSetOptions:
     routing: str = REPLICA_ROUTING
     affinity_entries: int = AFFINITY_ENTRIES
     probe_s: float = REPLICA_PROBE_S
+    check_s: float = REPLICA_CHECK_S
+    """Seconds between liveness checks of a replica in rotation (0: none; `replica.py`)."""
+    check_timeout: float = REPLICA_CHECK_TIMEOUT_S
+    """Seconds a check or a probe may take."""
 
 
 class ReplicaSetEngine(Engine):
     name = "upstream"
 
-    def __init__(self, replicas: list[Replica], *, routing: str, affinity_entries: int, probe_s: float) -> None:
+    def __init__(self, replicas: list[Replica], *, routing: str, affinity_entries: int, probe_s: float,
+                 check_s: float = REPLICA_CHECK_S, check_timeout: float = REPLICA_CHECK_TIMEOUT_S) -> None:
         first = replicas[0].engine
         for replica in replicas[1:]:
             replica.engine.tokenizer = first.tokenizer  # one tokenizer renders for all (they serve one model)
@@ -77,6 +83,9 @@ class ReplicaSetEngine(Engine):
         self.router = ReplicaRouter(routing)
         self.table = PrefixTable(affinity_entries)
         self.probe_s = probe_s
+        self.check_s = check_s
+        for replica in replicas:
+            replica.check_timeout = check_timeout
         self.routes: Counter[tuple[int, Reason]] = Counter()
         """Requests routed, by replica and reason (`maya:replica_routes_total`)."""
 
@@ -94,7 +103,7 @@ class ReplicaSetEngine(Engine):
                 replica.engine.info = replace(replica.engine.info, model=model)
         log.info("%d upstream replicas, %s routing", len(replicas), options.routing)
         return cls(replicas, routing=options.routing, affinity_entries=options.affinity_entries,
-                   probe_s=options.probe_s)
+                   probe_s=options.probe_s, check_s=options.check_s, check_timeout=options.check_timeout)
 
     @property
     def reports_prompt_progress(self) -> bool:
@@ -119,7 +128,7 @@ class ReplicaSetEngine(Engine):
             replica.engine.prefill_concurrency = limit
 
     async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
-        keys = block_keys(generation.prompt_ids) if self.router.mode == "affinity" else []
+        keys = block_keys(generation.prompt_ids, generation.cache_salt) if self.router.mode == "affinity" else []
         tried: set[int] = set()
         failure: UpstreamError | None = None
         while True:
@@ -187,6 +196,12 @@ class ReplicaSetEngine(Engine):
     def metric_collectors(self) -> list:
         return [ReplicaCollector(self),
                 PrefillGateCollector(lambda: {r.url: r.engine.prefill_gate for r in self.replicas})]
+
+    def begin_serving(self) -> None:
+        """Check each replica in rotation every `check_s` (`replica.py`): one that stops answering is taken out."""
+        if self.check_s:
+            for index, replica in enumerate(self.replicas):
+                replica.check_every(self.check_s, lambda index=index: self._take_out(index))
 
     async def close(self) -> None:
         for replica in self.replicas:

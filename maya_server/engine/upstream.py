@@ -36,12 +36,12 @@ import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import httpx
 import orjson
 
-from ..errors import EngineError, EngineOptionError, UpstreamError, UpstreamRejected
+from ..errors import EngineError, EngineOptionError, UpstreamError, UpstreamRejected, UpstreamUnavailable
 from ..model.chat_template import template_from_model_dir
 from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
@@ -115,6 +115,10 @@ class UpstreamEngine(Engine):
         self._streaming = 0
         self.prefill_gate = PrefillGate(0)
         """Every prompt sent at once unless `prefill_concurrency` says otherwise."""
+        self.live: set = set()
+        """The connections of requests in flight (`event_stream`), so that `fail_silent` can end their waits."""
+        self.on_abandoned: Callable[[], None] | None = None
+        """Called when a client left before the upstream sent anything back (a replica then checks at once)."""
         self.slot_chooser = SlotChooser(slots, context_size) if info.kind == "llama-server" else None
         """llama-server takes `id_slot`: each request goes to the free slot that shares most of its prompt."""
         self.accepts_images = info.kind == "llama-server" and info.vision
@@ -218,7 +222,7 @@ class UpstreamEngine(Engine):
                                                    generation.params, stop_ids, report_progress=report_progress,
                                                    cache_salt=generation.cache_salt))
         outcome, failure = "cancelled", None
-        answer = None
+        answer, sent = None, False
         self._streaming += 1
         clock = asyncio.get_running_loop().time
         previous_read = float("-inf")  # the first read gathers only if it brought several tokens
@@ -226,7 +230,8 @@ class UpstreamEngine(Engine):
         try:
             if turn is not None:
                 await turn.wait()
-            answer = await self._endpoint.post(path, body, self._headers)
+            sent = True
+            answer = await self._endpoint.post(path, body, self._headers, live=self.live)
             if answer.status != 200:
                 raise error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
             async for fields in answer.batches():
@@ -296,11 +301,23 @@ class UpstreamEngine(Engine):
             self._streaming -= 1
             if answer is not None:
                 answer.close()
+            if outcome == "cancelled" and sent and answer is None:
+                outcome = "abandoned"  # the client gave up on an engine that had not begun to answer
             self.health.record(outcome, failure)
+            if outcome == "abandoned" and self.on_abandoned is not None:
+                self.on_abandoned()
             if slot is not None:  # a failed or refused request may have left the slot in any state: none claimed
                 known = outcome in ("ok", "cancelled") and not generation.images
                 self.slot_chooser.release(slot, generation.prompt_ids + generated if known else None,
                                           generation.cache_salt)
+
+    def fail_silent(self, since: float, reason: str) -> int:
+        """End, with `UpstreamUnavailable(reason)`, every request in flight that has heard nothing from the upstream
+        since `since` (loop time): the upstream was found unresponsive then. How many there were. A request
+        that heard nothing at all is then sent to another replica (`replicas.py`); one mid-stream ends with the
+        upstream's error, as after a broken connection."""
+        return sum(connection.fail_if_silent_since(since, UpstreamUnavailable(reason))
+                   for connection in list(self.live))
 
     def _take_slot(self, generation: Generation) -> int | None:
         """The llama-server slot for this generation (`slot_choice.py`); None where the engine chooses."""

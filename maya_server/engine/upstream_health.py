@@ -1,7 +1,8 @@
 """What Maya last saw of its upstream engine, for /v1/status and Prometheus.
 
 Every request is a check: the upstream answered (ok) or could not be reached,
-timed out, or broke its stream (failed). A refusal of one request (its context
+timed out, or broke its stream (failed); so is each liveness check of a replica
+(`replica.py`). A refusal of one request (its context
 is too small) still counts as the upstream being up. The record holds no
 credential: the URL is shown without user info, query or fragment.
 """
@@ -15,7 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-OUTCOMES = ("ok", "rejected", "failed", "cancelled")
+OUTCOMES = ("ok", "rejected", "failed", "cancelled", "abandoned")
+"""`cancelled`: the client left mid-answer; `abandoned`: it left before the upstream sent anything back (not even
+its answer's head), which says nothing good of the upstream: it does not count as a success."""
 
 
 def public_url(url: str) -> str:
@@ -41,7 +44,8 @@ class UpstreamHealth:
     def record(self, outcome: str, error: str | None = None) -> None:
         """One request's outcome (one of OUTCOMES); `error` is our own short description, never upstream text."""
         self.outcomes[outcome] += 1
-        self.checked(outcome != "failed", error)
+        if outcome != "abandoned":
+            self.checked(outcome != "failed", error)
 
     def checked(self, ok: bool, error: str | None = None) -> None:
         """The upstream answered (ok) or could not be reached / broke off (not ok)."""

@@ -15,6 +15,13 @@ protocol (what `uvicorn[standard]` runs), hooked on the parser's callbacks:
   a kept-alive connection, until the headers are complete (`header_timeout`);
 - body: from the end of the headers until the whole body has arrived (`body_timeout`).
 
+A pipelined request (sent before the answer to the one ahead of it is complete) waits its
+turn: uvicorn queues it and pauses reading. Its deadlines run from the moment its turn comes
+(the end of the previous response): the body's, if its headers were already complete, else the
+headers'. A request that has begun is not idle, so uvicorn's keep-alive timer, which the end of
+a response arms, is cancelled for it: without that, a pipelined request whose headers stall
+would be closed silently by keep-alive instead of getting its 408.
+
 A deadline that passes before any answer started writes a 408 in OpenAI's error shape
 (code `request_timeout`) and closes the connection; the app, if it was reading the body,
 sees the client gone. One that passes after an answer started just closes it. A deadline
@@ -60,6 +67,7 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
+        self._reading = "idle"  # the parser's place in the latest request: idle, headers or body
         super().connection_made(transport)
         self._arm(self.header_timeout, "headers")
 
@@ -67,12 +75,17 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
         self._disarm()
         super().connection_lost(exc)
 
+    def on_message_begin(self) -> None:
+        self._reading = "headers"  # the deadline that runs (if its turn has come) is still the headers'
+        super().on_message_begin()
+
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._reading = "body"
         pipelined = self.cycle is not None and not self.cycle.response_complete
         super().on_headers_complete()
-        if not pipelined:  # a pipelined request's body is read once its turn comes; uvicorn pauses reading
-            self._arm(self.body_timeout, "body")
+        if not pipelined:  # a pipelined request's deadline runs from its turn (`on_response_complete`)
+            self._arm(self.body_timeout, "body", self.cycle)
 
     def handle_websocket_upgrade(self) -> None:
         self._disarm()  # the connection is the WebSocket protocol's from here
@@ -80,28 +93,44 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._disarm()
+        self._reading = "idle"
         super().on_message_complete()
+        if self.cycle is not None and self.cycle.response_complete:  # answered before its body was all read:
+            self._arm(self.header_timeout, "headers")  # the next request's turn has already come
 
     def on_response_complete(self) -> None:
+        queued = self.pipeline[-1][0] if self.pipeline else None  # the request uvicorn starts next, if any
+        answered = self.cycle
         super().on_response_complete()
-        if self.timeout_keep_alive_task is not None:  # idle, waiting for the next request's headers
+        if self.transport.is_closing():
+            return
+        if queued is not None:  # its turn has come; its body may still be on its way
+            if queued is self.cycle and self._reading == "body":
+                self._arm(self.body_timeout, "body", queued)
+            else:
+                self._disarm()  # its body is complete: nothing is awaited from the client until it is answered
+        elif answered is self.cycle and self._reading == "body":
+            pass  # answered early while its body still arrives: the body's deadline keeps running
+        else:  # idle, or the next request has begun: its headers' deadline runs from now
+            if self._reading == "headers":
+                self._unset_keepalive_if_required()  # not idle: a request has begun
             self._arm(self.header_timeout, "headers")
 
-    def _arm(self, seconds: float, phase: str) -> None:
+    def _arm(self, seconds: float, phase: str, cycle: Any = None) -> None:
         self._disarm()
         if not self.transport.is_closing():
-            self._deadline = self.loop.call_later(seconds, self._expired, phase, seconds)
+            self._deadline = self.loop.call_later(seconds, self._expired, phase, seconds, cycle)
 
     def _disarm(self) -> None:
         if getattr(self, "_deadline", None) is not None:
             self._deadline.cancel()
             self._deadline = None
 
-    def _expired(self, phase: str, seconds: float) -> None:
+    def _expired(self, phase: str, seconds: float, cycle: Any) -> None:
+        """`cycle`: the request whose body was awaited (None for headers: no answer is under way then)."""
         self._deadline = None
         if self.transport.is_closing():
             return
-        cycle = self.cycle if phase == "body" else None
         if cycle is None or not cycle.response_started:
             setting = "--request-header-timeout" if phase == "headers" else "--request-body-timeout"
             self.transport.write(self._error_answer(

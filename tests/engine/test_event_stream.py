@@ -186,3 +186,55 @@ def test_an_end_during_a_hold_is_read_when_it_ends(pieces, outcome):
     else:
         with pytest.raises(UpstreamError, match=outcome):
             asyncio.run(run(read))
+
+
+def test_a_stream_silent_since_a_failed_check_is_ended_and_one_heard_from_since_is_not():
+    """`fail_if_silent_since`: the engine was found unresponsive at a moment; a request waiting since then or
+    earlier ends with `UpstreamUnavailable` (before its head, or mid-stream), one that heard something after
+    that moment waits on, and a closed one leaves the `live` set."""
+    run, _ = serve([b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", b'data: {"a": 1}\n\n'],
+                   pause=0.3, hold_open=True)
+
+    async def reader(url: str) -> tuple[list, list, int]:
+        loop = asyncio.get_running_loop()
+        live: set = set()
+        endpoint = Endpoint(url, read_timeout=60)
+        stream = await endpoint.post("/v1/completions", b"{}", {}, live=live)
+        (connection,) = live
+        before_the_event = loop.time()
+        batches = stream.batches()
+        first = await batches.__anext__()  # it arrived after `before_the_event`
+        following = asyncio.ensure_future(batches.__anext__())  # the wait for the next one, which never comes
+        await asyncio.sleep(0.05)
+        spared = connection.fail_if_silent_since(before_the_event, UpstreamUnavailable("wedged"))
+        ended = connection.fail_if_silent_since(loop.time(), UpstreamUnavailable("wedged"))
+        outcome = []
+        try:
+            await following
+        except UpstreamUnavailable as exc:
+            outcome.append(exc.message)
+        stream.close()
+        await asyncio.sleep(0.05)
+        return [first, spared, ended], outcome, len(live)
+
+    (first, spared, ended), outcome, left = asyncio.run(run(reader))
+    assert first == [(DATA, b'{"a": 1}')] and spared is False and ended is True
+    assert outcome == ["wedged"] and left == 0
+
+
+def test_a_request_waiting_for_its_head_is_ended_when_its_engine_is_found_unresponsive():
+    async def reader(url: str) -> str:
+        loop = asyncio.get_running_loop()
+        live: set = set()
+        posting = asyncio.ensure_future(Endpoint(url, read_timeout=60).post("/v1/completions", b"{}", {}, live=live))
+        await asyncio.sleep(0.3)  # connected and sent; the head never comes
+        assert len(live) == 1 and not posting.done()
+        assert next(iter(live)).fail_if_silent_since(loop.time(), UpstreamUnavailable("wedged"))
+        with pytest.raises(UpstreamUnavailable) as caught:
+            await posting
+        await asyncio.sleep(0.05)
+        assert not live
+        return caught.value.message
+
+    run, _ = serve([], hold_open=True)  # accepts, reads the request, answers nothing
+    assert asyncio.run(run(reader)) == "wedged"

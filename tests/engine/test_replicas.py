@@ -7,6 +7,8 @@ replica whose count grew served it.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import openai
 import pytest
@@ -193,3 +195,69 @@ def test_replicas_serving_different_models_are_refused_at_start_up(model, tokeni
     finally:
         fake.stop()
         real.stop()
+
+
+WEDGE = dict(replica_check_s=0.5, replica_check_timeout=1.0, upstream_read_timeout=120.0)
+"""Checks twice a second, one second to answer; the read timeout far longer than any wait in the test, so it is
+not what ends a request."""
+
+
+def new_conversations(maya: RunningServer, count: int, bound: float) -> list[str]:
+    """`count` new conversations at once, each with `bound` seconds to be answered; their answers."""
+    client = maya.client(timeout=bound)
+
+    def one(number: int) -> str:
+        reply = client.chat.completions.create(
+            model="m", temperature=0, max_tokens=8,
+            messages=[{"role": "user", "content": f"Customer {number}: {QUESTIONS[number % 3]}"}])
+        return reply.choices[0].message.content
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def test_a_wedged_replica_is_taken_out_its_requests_move_on_and_it_comes_back(replicas, tokenizer_dir):
+    """SIGSTOP: the replica accepts connections and never answers. Every new conversation is still answered
+    (one sent to it moves on once a check finds it out), status and metrics show it out, and SIGCONT brings it
+    back after a probe."""
+    maya = start_maya([r.url for r in replicas], tokenizer_dir, **WEDGE)
+    try:
+        replicas[0].pause()
+        answers = new_conversations(maya, 4, bound=60)  # routed over both at once: two go to the wedged one
+        assert all(answers), answers
+        wedged, other = status_replicas(maya)
+        assert wedged["up"] is False and wedged["healthy"] is False
+        assert other["routes"]["retry"] >= 1  # sent to the wedged one first (a check takes a second to fail)
+        assert "check" in wedged["last_error"] or "answer" in wedged["last_error"]
+        metrics = prometheus_values(maya.http().get("/metrics/prometheus").text, "maya:upstream_up")
+        assert metrics[f'maya:upstream_up{{url="{replicas[0].url}"}}'] == 0.0
+        assert metrics[f'maya:upstream_up{{url="{replicas[1].url}"}}'] == 1.0
+        assert wait_for(lambda: maya.http().get("/health").status_code == 200)
+
+        replicas[0].resume()
+        assert wait_for(lambda: status_replicas(maya)[0]["up"], timeout=20)
+        assert status_replicas(maya)[0]["healthy"] is True
+        answers = new_conversations(maya, 4, bound=60)
+        assert all(answers) and status_replicas(maya)[0]["requests"]["ok"] >= 1  # it serves again
+    finally:
+        replicas[0].resume()
+        maya.stop()
+
+
+def test_a_client_that_gives_up_on_a_wedged_replica_counts_against_it(replicas, tokenizer_dir):
+    """With checks only every minute, a request to the wedged replica waits; its client leaves first. That is no
+    success (`abandoned`, not `cancelled`), and it has the replica checked at once: it is out."""
+    maya = start_maya([r.url for r in replicas], tokenizer_dir, **{**WEDGE, "replica_check_s": 60.0})
+    try:
+        replicas[0].pause()
+        with pytest.raises(openai.APITimeoutError):
+            for number in range(6):  # new conversations go to the least loaded, alternately: one reaches it
+                maya.client(timeout=3).chat.completions.create(
+                    model="m", max_tokens=4, messages=[{"role": "user", "content": f"Hello {number}"}])
+        assert wait_for(lambda: status_replicas(maya)[0]["up"] is False, timeout=10)
+        wedged = status_replicas(maya)[0]
+        assert wedged["requests"]["abandoned"] >= 1 and wedged["requests"]["cancelled"] == 0
+        assert wedged["healthy"] is False
+    finally:
+        replicas[0].resume()
+        maya.stop()

@@ -37,7 +37,7 @@ def test_failures_count_up_and_a_success_resets_the_streak_but_keeps_the_last_er
     health.record("ok")
     assert health.consecutive_failures == 0 and health.last_ok is True and health.last_checked == 3.0
     assert health.last_error == "timed out"
-    assert health.describe()["requests"] == {"ok": 1, "rejected": 0, "failed": 2, "cancelled": 0}
+    assert health.describe()["requests"] == {"ok": 1, "rejected": 0, "failed": 2, "cancelled": 0, "abandoned": 0}
 
 
 @pytest.mark.parametrize("outcome", ["ok", "rejected", "cancelled"])
@@ -46,6 +46,16 @@ def test_every_outcome_but_failed_counts_the_upstream_as_up(outcome):
     health.record("failed", "boom")
     health.record(outcome)
     assert health.last_ok is True and health.consecutive_failures == 0
+
+
+@pytest.mark.parametrize("before", ["ok", "failed"])
+def test_an_abandoned_request_is_counted_but_says_nothing_of_the_upstream(before):
+    """A client left before the upstream sent a byte: no evidence that it is up (a wedged one looked healthy when
+    such requests counted as `cancelled`), none that it is down."""
+    health = UpstreamHealth("http://h", clock=lambda: 0.0)
+    health.record(before, "boom")
+    health.record("abandoned")
+    assert health.last_ok is (before == "ok") and health.outcomes["abandoned"] == 1
 
 
 def _samples(collector):
@@ -66,6 +76,6 @@ def test_the_collector_reads_the_record_at_scrape_time():
     assert samples[("maya:upstream_slots", ())] == 4
     requests = {dict(labels)["outcome"]: value for (name, labels), value in samples.items()
                 if name == "maya:upstream_requests_total"}
-    assert requests == {"ok": 1, "rejected": 0, "failed": 2, "cancelled": 0}
+    assert requests == {"ok": 1, "rejected": 0, "failed": 2, "cancelled": 0, "abandoned": 0}
     health.record("ok")
     assert _samples(collector)[("maya:upstream_up", (("url", "http://h:5"),))] == 1.0

@@ -153,7 +153,7 @@ def test_health_counts_failures_until_a_success():
     assert collected["maya:upstream_up"].samples[0].labels == {"url": "http://gpu1:8000"}
     health.record("rejected")
     assert health.describe()["healthy"] is True and health.consecutive_failures == 0
-    assert health.describe()["requests"] == {"ok": 0, "rejected": 1, "failed": 2, "cancelled": 0}
+    assert health.describe()["requests"] == {"ok": 0, "rejected": 1, "failed": 2, "cancelled": 0, "abandoned": 0}
 
 
 def test_a_native_completion_stream():

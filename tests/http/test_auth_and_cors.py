@@ -46,11 +46,54 @@ def test_sdk_with_a_wrong_key_raises_authentication_error(secured):
         secured.client(api_key="nope").models.list()
 
 
-@pytest.mark.parametrize("path", ["/v1/models", "/v1/status"])
-def test_every_v1_route_needs_the_key(secured, path):
+PUBLIC = {"/health", "/openapi.json", "/docs", "/docs/assets/{name}"}
+"""The routes open by design (`http/auth.py`); every other one needs the key."""
+
+
+def served_routes(app) -> list[tuple[str, str]]:
+    """Every (method, path) the app serves, included routers walked into (a new route is covered as it lands);
+    HEAD and OPTIONS (CORS preflights, answered before auth) left out."""
+    found: list[tuple[str, str]] = []
+
+    def walk(routes) -> None:
+        for route in routes:
+            inner = getattr(route, "original_router", None) or getattr(route, "app", None)
+            if getattr(route, "methods", None) is None and hasattr(inner, "routes"):
+                walk(inner.routes)
+                continue
+            methods = sorted(set(route.methods or ()) - {"HEAD", "OPTIONS"})
+            found.extend((method, route.path) for method in methods)
+
+    walk(app.routes)
+    return found
+
+
+def test_the_route_list_is_complete(secured):
+    """The walk finds what the OpenAPI document lists (it would miss routes left out of it), and more than that."""
+    routes = set(served_routes(secured.app))
+    documented = {(method.upper(), path) for path, item in secured.app.openapi()["paths"].items() for method in item}
+    assert documented <= routes
+    assert {("POST", "/v1/chat/completions"), ("POST", "/v1/responses"), ("GET", "/metrics/prometheus")} <= routes
+
+
+def test_every_route_but_the_public_ones_needs_the_key(secured):
     with secured.http() as http:
-        assert http.get(path).status_code == 401
-        assert http.get(path, headers={"Authorization": "Bearer key-one"}).status_code == 200
+        for method, path in served_routes(secured.app):
+            if path in PUBLIC:
+                continue
+            url = path.replace("{", "").replace("}", "")  # a path parameter's name as its value
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                response = http.request(method, url, headers=headers, json={"model": "m", "input": "hi"})
+                assert response.status_code == 401, (method, path, headers, response.text)
+                error = response.json()["error"]
+                assert set(error) == {"message", "type", "param", "code"} and error["code"] == "invalid_api_key"
+    assert secured.engine.calls == 0
+
+
+def test_the_key_opens_the_v1_reads(secured):
+    with secured.http() as http:
+        for path in ("/v1/models", "/v1/status"):
+            assert http.get(path, headers={"Authorization": "Bearer key-one"}).status_code == 200
 
 
 def test_health_needs_no_key(secured):
@@ -64,6 +107,10 @@ def test_without_keys_everything_is_open(start_server):
     server = start_server(["ok"])
     with server.http() as http:
         assert http.get("/v1/models").status_code == 200
+        for method, path in served_routes(server.app):
+            url = path.replace("{", "").replace("}", "")
+            response = http.request(method, url, json={"model": "m", "input": "hi"})
+            assert response.status_code != 401, (method, path, response.text)
 
 
 def test_preflight_is_answered_without_auth_for_allowed_origins(secured):

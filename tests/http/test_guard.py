@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import httpx
 import pytest
+
+from maya_server.http import body
+from maya_server.util.validation import parse_json_object
 
 from tests.responses.api.sse import ERROR_KEYS
 from tests.server import prometheus_values, wait_for
@@ -113,11 +117,24 @@ def test_a_body_over_the_limit_is_a_413_before_the_rest_is_read(start_server):
     assert fits.status_code == 200 and server.engine.calls == 1
 
 
-def test_a_megabyte_body_is_parsed_off_the_loop_and_answered(start_server):
+def test_a_megabyte_body_is_parsed_off_the_loop_and_answered(start_server, monkeypatch):
+    """The body parser is watched (the real one still parses): a megabyte is parsed in a worker thread, never on
+    the server's event loop, while a small body is parsed inline (a thread hop costs more than a few KB)."""
+    parsed_on: list[threading.Thread] = []
+
+    def watched(*args, **kwargs):
+        parsed_on.append(threading.current_thread())
+        return parse_json_object(*args, **kwargs)
+
+    monkeypatch.setattr(body, "parse_json_object", watched)
     server = start_server(["ok"])
-    big = {"input": [{"role": "user", "content": "word " * 200_000}], "max_output_tokens": 16}
-    answer = server.http().post("/v1/chat/completions", json={"messages": big["input"], "max_tokens": 16})
-    assert answer.status_code in (200, 400), answer.text  # parsed off the loop; the context check may refuse
+    loop_thread = server.on_loop(threading.current_thread)
+    messages = [{"role": "user", "content": "word " * 200_000}]
+    answer = server.http().post("/v1/chat/completions", json={"messages": messages, "max_tokens": 16})
+    assert answer.status_code in (200, 400), answer.text  # the context check may refuse
+    small = server.http().post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+    assert small.status_code == 200
+    assert len(parsed_on) == 2 and parsed_on[0] is not loop_thread and parsed_on[1] is loop_thread
 
 
 def test_an_abandoned_upload_is_not_an_error(start_server, caplog):

@@ -35,6 +35,11 @@ async def trickle(server, first: bytes, then: bytes = b"x", every: float = 0.3, 
     """Send `first`, then `then` one byte every `every` seconds until the server closes; what it sent back."""
     reader, writer = await asyncio.open_connection(*address(server))
     writer.write(first)
+    return await trickle_on(reader, writer, then, every, bound)
+
+
+async def trickle_on(reader, writer, then: bytes, every: float, bound: float) -> bytes:
+    """`then` one byte every `every` seconds on an open connection until the server closes it; what came back."""
     reply = b""
     try:
         async with asyncio.timeout(bound):
@@ -151,3 +156,55 @@ def test_bytes_that_are_not_http_get_a_400_in_openai_shape(start_server):
     assert reply.startswith(b"HTTP/1.1 400")
     error = json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]
     assert set(error) == ERROR_KEYS and error["code"] == "invalid_http_request"
+
+
+HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def answers(reply: bytes) -> tuple[bytes, bytes]:
+    """The first answer (to the pipelined GET /health) and all that came after it."""
+    head, _, rest = reply.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    length = int(next(line.split(b":")[1] for line in lines if line.startswith(b"content-length")))
+    return head + b"\r\n\r\n" + rest[:length], rest[length:]
+
+
+@pytest.mark.parametrize(("second", "then", "phase"), [
+    (b"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", b"x", "headers"),
+    (HEAD + b'{"input', b" ", "body"),
+], ids=["slow headers", "slow body"])
+def test_a_pipelined_slow_request_gets_its_408_too(start_server, second, then, phase):
+    """The slow request rides in one write behind a quick one: its deadline runs from its turn, and it gets the
+    same 408 as a request that came alone (a bound of 30 s, against deadlines of 1-1.5 s)."""
+    server = start_server(**FAST)
+    first, rest = answers(asyncio.run(trickle(server, HEALTH + second, then, every=0.3, bound=30)))
+    assert first.startswith(b"HTTP/1.1 200")
+    assert_timed_out(rest, phase)
+    assert server.engine.calls == 0
+    assert wait_for(lambda: server.open_connections == 0)
+
+
+def test_a_pipelined_request_whose_headers_stall_past_keep_alive_gets_its_408(start_server):
+    """uvicorn's keep-alive (5 s) is for an idle connection; one whose next request has begun is not idle."""
+    server = start_server(request_header_timeout=6.0, request_body_timeout=6.0)
+    reply = asyncio.run(trickle(server, HEALTH + b"POST /v1/responses HTTP/1.1\r\nX-Slow: ", b"", every=0.3, bound=30))
+    first, rest = answers(reply)
+    assert first.startswith(b"HTTP/1.1 200")
+    assert_timed_out(rest, "headers")
+
+
+def test_after_an_answer_given_before_the_body_arrived_the_next_request_still_has_a_deadline(start_server):
+    """A 401 goes out before the body is read; once the body is in, the next request's headers are timed."""
+    server = start_server(api_keys=["sk-test"], **FAST)
+
+    async def early_answer_then_slow_headers() -> tuple[bytes, bytes]:
+        reader, writer = await asyncio.open_connection(*address(server))
+        writer.write(HEAD + b"{" * 39)
+        first = await asyncio.wait_for(reader.readuntil(b"}}"), 30)
+        writer.write(b"{" + b"GET /health HTTP/1.1\r\nX-Slow: ")  # the body's last byte, then slow headers
+        rest = await trickle_on(reader, writer, b"x", every=0.3, bound=30)
+        return first, rest
+
+    first, rest = asyncio.run(early_answer_then_slow_headers())
+    assert first.startswith(b"HTTP/1.1 401")
+    assert_timed_out(rest, "headers")

@@ -122,3 +122,33 @@ def test_a_refusal_names_the_entry_not_the_address():
     why = refusal(parse_address("2002:a9fe:a9fe::"))
     assert why == "6to4 wrapping a link-local (cloud metadata) address"
     assert "169.254" not in why
+
+
+@pytest.mark.parametrize("address, reason", [
+    ("127.0.0.1", "loopback"),
+    ("10.1.2.3", "private-use"),
+    ("169.254.169.254", "link-local (cloud metadata)"),
+    ("100.64.0.1", "shared address space (carrier-grade NAT)"),
+    ("0.0.0.0", "this host on this network"),
+    ("224.0.0.1", "multicast"),
+    ("2001:db8::1", "documentation"),
+    ("2001:2::1", "benchmarking"),
+    ("::1", "outside IPv6 global unicast 2000::/3 (loopback)"),
+    ("fd00:ec2::254", "outside IPv6 global unicast 2000::/3 (unique-local)"),
+    ("fec0::1", "outside IPv6 global unicast 2000::/3 (site-local, deprecated)"),
+    ("::ffff:127.0.0.1", "IPv4-mapped wrapping a loopback address"),
+    ("64:ff9b::a00:1", "IPv4-IPv6 translation (NAT64) wrapping a private-use address"),
+    ("2002:c0a8:101::1", "6to4 wrapping a private-use address"),
+])
+def test_a_refusal_says_which_entry_refused_it(address, reason):
+    """The reason is what the 400 tells the client: the registry entry's name, and for a wrapping form, what it
+    wraps. One case for each branch of the policy, and the common ones a client will meet."""
+    assert refusal(parse_address(address)) == reason
+
+
+@pytest.mark.parametrize("prefix, address", [(p, a) for p in IPV4_REGISTRY for a in edges(p)])
+def test_every_refused_ipv4_entry_is_named_by_its_most_specific_block(prefix, address):
+    block = max((b for b in IPV4_SPECIAL_PURPOSE if ipaddress.ip_address(address) in b.network),
+                key=lambda b: b.network.prefixlen)
+    if block.globally_reachable is not True:
+        assert refusal(parse_address(address)) == block.name, (prefix, address)

@@ -78,6 +78,9 @@ REJECTED = [
     ("prefixItems", obj({"a": {"type": "array", "prefixItems": []}}), f"{P}.properties.a.prefixItems"),
     ("other $schema", {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object"}, f"{P}.$schema"),
     ("not a dialect", {"$schema": "https://example.com/my-schema", "type": "object"}, f"{P}.$schema"),
+    ("ftp $schema", {"$schema": "ftp://json-schema.org/draft-07/schema#", "type": "object"}, f"{P}.$schema"),
+    ("$schema without a scheme", {"$schema": "json-schema.org/draft-07/schema", "type": "object"}, f"{P}.$schema"),
+    ("draft-03 $schema", {"$schema": "https://json-schema.org/draft-03/schema", "type": "object"}, f"{P}.$schema"),
     ("$schema not a string", {"$schema": 7, "type": "object"}, f"{P}.$schema"),
     ("draft-04 boolean bound", {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
                                 "properties": {"n": {"type": "number", "minimum": 0, "exclusiveMinimum": True}}},
@@ -137,6 +140,15 @@ def test_strict_accepts_nullable_for_optional_values():
     check_schema(obj({"a": {"type": ["string", "null"]}, "o": obj({"x": {"anyOf": [{"type": "integer"},
                                                                                    {"type": "null"}]}})}),
                  strict=True, param=P)
+
+
+def test_strict_refuses_the_same_values_left_out_of_required():
+    """The twin of the test above: nullable is how strict mode says optional; leaving a property out of
+    `required` is not, at the root or nested."""
+    nullable_a = {"type": ["string", "null"]}
+    assert error({**obj({"a": nullable_a}), "required": []}, strict=True).param == f"{P}.required"
+    nested = {**obj({"x": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}), "required": []}
+    assert error(obj({"a": nullable_a, "o": nested}), strict=True).param == f"{P}.properties.o.required"
 
 
 def test_size_limit():
@@ -233,6 +245,16 @@ DIALECTS = ["json-schema.org/draft/2020-12/schema", "json-schema.org/draft/2019-
 def test_every_named_dialect_is_accepted_in_either_spelling(dialect, scheme, fragment):
     schema = obj({"n": {"type": "integer", "exclusiveMinimum": 0}})
     check_schema({"$schema": f"{scheme}://{dialect}{fragment}", **schema}, strict=True, param=P)
+
+
+@pytest.mark.parametrize("spelling", ["ftp://{}", "file://{}", "{}", "https://{}#/definitions", "https://{}/",
+                                      "https://evil.example/{}", "HTTPS://{}x"])
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_any_other_spelling_of_a_dialect_is_refused(dialect, spelling):
+    """The twin of the test above: only http(s), the exact path and at most an empty fragment name a dialect."""
+    schema = obj({"n": {"type": "integer", "exclusiveMinimum": 0}})
+    refused = error({"$schema": spelling.format(dialect), **schema}, strict=True)
+    assert refused.param == f"{P}.$schema" and "$schema" in refused.message
 
 
 def test_a_draft_07_schema_is_validated_with_2020_12_semantics():

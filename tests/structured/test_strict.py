@@ -38,6 +38,10 @@ def test_missing_parameters_are_a_400_that_says_what_to_send():
     ({**STRICT_OK, "properties": {"city": {"type": "string", "format": "email"}}},
      "tools[0].parameters.properties.city.format"),
     ({"type": "array"}, "tools[0].parameters.type"),
+    ({"type": "object", "properties": {}}, "tools[0].parameters.additionalProperties"),  # twins of the passes
+    ({**STRICT_OK, "required": ["city", "country"]}, "tools[0].parameters.required"),
+    ({**STRICT_OK, "properties": {"city": {"type": "string"}, "country": {"type": "string"}}},
+     "tools[0].parameters.required"),
 ])
 def test_parameters_outside_the_strict_subset_name_the_keyword(parameters, param):
     assert refused(parameters).param == param

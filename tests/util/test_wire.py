@@ -47,6 +47,15 @@ def test_reject_unsupported_lets_absent_and_null_fields_pass():
     reject_unsupported(Tool.model_validate({"name": "f", "file_ids": None}), (), REASONS)
 
 
+@pytest.mark.parametrize(("field", "value"), [("file_ids", []), ("file_ids", [""]), ("service_tier", "")],
+                         ids=["empty list", "list of empty", "empty string"])
+def test_reject_unsupported_refuses_a_set_field_however_empty(field, value):
+    """The twin of the test above: only absent and null pass; an empty value is still set."""
+    with pytest.raises(InvalidRequestError) as caught:
+        reject_unsupported(Tool.model_validate({"name": "f", field: value}), (), REASONS)
+    assert caught.value.param == field and caught.value.message.endswith(REASONS[field])
+
+
 def test_tag_returns_a_string_or_the_default_for_absent_and_null():
     assert tag({"type": "message"}, "type", ("input", 0)) == "message"
     assert tag({}, "type", ()) is None
