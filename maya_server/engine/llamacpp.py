@@ -13,6 +13,15 @@ would report its ChatML fallback for a file without one); the edge decides the
 family from it. The child process itself (private socket,
 restarts, no orphans) is `llama_server.py`.
 
+Which llama-server: the one Maya builds (`llama_server_build.py`, with the GPU
+backends the machine can compile), or the operator's own (`--llama-server
+PATH`), whose flags and endpoints are checked first (`llama_server_check.py`).
+Which devices: the binary lists them before the child starts
+(`llama_devices.py`); the child's log then says how many layers went there.
+Both are logged at start-up and reported in `/v1/status`, and `--gpu-layers N`
+with no device is a WARNING saying why. Flash attention is off on the CPU and
+llama.cpp's `auto` with layers on a GPU (`FLASH_ATTENTION`, `GPU_FLASH_ATTENTION`).
+
 With `--mmproj FILE` the child loads the model's multimodal projector and takes
 images (the upstream engine's vision path); the context one image takes is
 measured at start-up.
@@ -28,6 +37,7 @@ exits 2 on either); neither leaves a child behind.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterator
@@ -42,8 +52,13 @@ from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX
 from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB
-from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
-from .llama_server_build import ensure_binary
+from .llama_devices import Device, list_devices, no_device_warning
+from .llama_server import (
+    BASE_URL, FLASH_ATTENTION, GPU_FLASH_ATTENTION, ChildState, LlamaServerOptions, LlamaServerProcess,
+    child_environment,
+)
+from .llama_server_build import built_backends, ensure_binary
+from .llama_server_check import check_endpoints, check_flags
 from .llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
 from .upstream import UpstreamEngine
 from .upstream_probe import measure_image_tokens, probe_upstream
@@ -85,6 +100,8 @@ class EmbeddedOptions:
     """The bound of the cache of prompt runs' token ids (`TokenCache`)."""
     extra_args: tuple[str, ...] = ()
     """The operator's own llama-server flags."""
+    llama_server: str | None = None
+    """The operator's own llama-server binary, instead of the one Maya builds."""
 
 
 class LlamaCppEngine(UpstreamEngine):
@@ -99,6 +116,10 @@ class LlamaCppEngine(UpstreamEngine):
         self.model_path = process.options.model
         self.chat_template = chat_template
         self.blocking_tokenizer = isinstance(tokenizer, LlamaServerTokenizer)
+        self.devices: list[Device] = []
+        """The GPU devices llama-server lists (none: it computes on the CPU)."""
+        self.build: dict | None = None
+        """What Maya's build of llama-server holds (`built_backends`); None for the operator's own binary."""
         if not self.accepts_images:
             self.images_refusal = NO_PROJECTOR  # `engine_setup` adds the setting that gives one
 
@@ -112,13 +133,21 @@ class LlamaCppEngine(UpstreamEngine):
         metadata = _metadata(options.model)
         vocabulary = _vocabulary(metadata)
         ctx = options.ctx or training_context(metadata) or DEFAULT_CTX
-        process = LlamaServerProcess(child_options(options, binary=_binary(), ctx=ctx))
+        binary = _binary(options)
+        build = None if options.llama_server else built_backends(binary) or {"backends": ["cpu"], "skipped": {}}
+        devices = _devices(binary, options, build)
+        on_gpu = bool(devices) and options.gpu_layers != 0
+        process = LlamaServerProcess(child_options(options, binary=binary, ctx=ctx,
+                                                   flash_attn=GPU_FLASH_ATTENTION if on_gpu else FLASH_ATTENTION))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
                  Path(options.model).name, options.slots, ctx,
                  "as configured" if options.ctx else "the model's training context", options.cache_ram_mib)
         process.start()  # an EngineStartError has stopped the child already
+        log.info("%s", placement(process, devices))
         client = httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(), timeout=30)
         try:
+            if options.llama_server:
+                check_endpoints(client, vocabulary, binary)
             info = probe_upstream(client)
             tokenizer: Tokenizer = (
                 HfTokenizer.from_model_dir(options.tokenizer_dir) if options.tokenizer_dir is not None
@@ -128,6 +157,7 @@ class LlamaCppEngine(UpstreamEngine):
             engine = cls(process, tokenizer, info, read_timeout=options.read_timeout,
                          chat_template=_text(metadata.get("tokenizer.chat_template")))
             engine.image_tokens = image_tokens
+            engine.devices, engine.build = devices, build
             if not engine.blocking_tokenizer:
                 client.close()  # only llama-server's own tokenizer keeps it
             return engine
@@ -141,7 +171,23 @@ class LlamaCppEngine(UpstreamEngine):
             raise
 
     def describe(self) -> dict:
-        return {**super().describe(), "model_path": self.model_path, "process": self.process.describe()}
+        return {**super().describe(), "model_path": self.model_path, "process": self.process.describe(),
+                "llama_server": self.describe_placement()}
+
+    def describe_placement(self) -> dict:
+        """Which llama-server, its backends, the devices it lists and uses, and the layers it put on them."""
+        offload = self.process.offload
+        options = self.process.options
+        return {
+            "binary": str(options.binary),
+            "built_by_maya": self.build is not None,
+            "backends": self.build["backends"] if self.build else None,
+            "devices": [{**device.describe(), "used": device.name in self.process.used_devices}
+                        for device in self.devices],
+            "layers_offloaded": {"gpu": offload[0], "total": offload[1]} if offload else None,
+            "gpu_layers": options.gpu_layers,
+            "flash_attn": options.flash_attn,
+        }
 
     def metric_collectors(self) -> list:
         collectors = [*super().metric_collectors(), LlamaServerCollector(self.process)]
@@ -229,7 +275,37 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _binary() -> Path:
+def placement(process: LlamaServerProcess, devices: list[Device]) -> str:
+    """The start-up line that says where the model runs."""
+    offload = process.offload
+    used = [device for device in devices if device.name in process.used_devices]
+    if offload is not None and offload[0] > 0:
+        return (f"llama-server offloaded {offload[0]}/{offload[1]} layers to "
+                f"{', '.join(map(str, used or devices))}; flash attention {process.options.flash_attn}")
+    found = f"it lists {', '.join(map(str, devices))}" if devices else "it lists no GPU device"
+    layers = f" ({offload[1]} layers)" if offload else ""
+    return f"llama-server runs the model on the CPU{layers}: {found}; flash attention {process.options.flash_attn}"
+
+
+def _devices(binary: Path, options: EmbeddedOptions, build: dict | None) -> list[Device]:
+    """The GPU devices `binary` lists, with Maya's WARNING when `--gpu-layers N` asks for some and there are none."""
+    devices = list_devices(binary, child_environment())
+    if devices:
+        log.info("llama-server lists %s", "; ".join(map(str, devices)))
+    elif options.gpu_layers:
+        log.warning("%s", no_device_warning(options.gpu_layers, build["backends"] if build else None,
+                                            build.get("skipped", {}) if build else {}))
+    return devices
+
+
+def _binary(options: EmbeddedOptions) -> Path:
+    """The operator's llama-server (its flags checked), or Maya's own, built if it is missing."""
+    if options.llama_server is not None:
+        binary = Path(options.llama_server)
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            raise EngineOptionError("llama_server", f"{binary} is not an executable file", value=str(binary))
+        check_flags(binary, mmproj=options.mmproj is not None)
+        return binary
     try:
         return ensure_binary()
     except (RuntimeError, OSError) as exc:
