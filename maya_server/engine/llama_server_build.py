@@ -237,27 +237,49 @@ def _run(command: list[str], *, progress: bool = False) -> None:
     """Run one build step; its output is kept for the error report, and with `progress` its
     percentage is printed every `PROGRESS_STEP` percent."""
     tail: deque[str] = deque(maxlen=200)
-    shown = -PROGRESS_STEP
+    progress_of = BuildProgress()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     for line in process.stdout:
         tail.append(line)
-        percent = _percent(line) if progress else None
-        if percent is not None and percent >= shown + PROGRESS_STEP:
-            shown = percent - percent % PROGRESS_STEP
+        shown = progress_of.feed(line) if progress else None
+        if shown is not None:
             _say(f"  llama-server build {shown}%")
     if process.wait() != 0:
         sys.stderr.write("".join(tail))
         raise RuntimeError(f"building llama-server failed: {' '.join(command[:4])} … exited {process.returncode}")
 
 
-def _percent(line: str) -> int | None:
+class BuildProgress:
+    """The build's percentage, every `PROGRESS_STEP` percent. A nested build (the Vulkan backend builds its shader
+    generator as a project of its own) prints its own `[1/2]`, which is not the build's: only steps counted
+    against the largest total seen are taken."""
+
+    def __init__(self) -> None:
+        self.shown = -PROGRESS_STEP
+        self.total = 0
+
+    def feed(self, line: str) -> int | None:
+        """The percentage to print for `line`, if it reaches the next step."""
+        step = _progress(line)
+        if step is None or step[1] < self.total:
+            return None
+        self.total = step[1]
+        percent = 100 * step[0] // max(1, step[1])
+        if percent < self.shown + PROGRESS_STEP:
+            return None
+        self.shown = percent - percent % PROGRESS_STEP
+        return self.shown
+
+
+def _progress(line: str) -> tuple[int, int] | None:
+    """(done, total) of a Makefile (`[ 42%]`: out of 100) or Ninja (`[12/345]`) progress line."""
     match = _PROGRESS.match(line)
     if match is None:
         return None
     if match.group(1) is not None:
-        return int(match.group(1))
-    return 100 * int(match.group(2)) // max(1, int(match.group(3)))
+        return int(match.group(1)), 100
+    return int(match.group(2)), int(match.group(3))
 
 
 def _say(message: str) -> None:

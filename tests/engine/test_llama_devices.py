@@ -1,0 +1,100 @@
+"""Where the model runs, told truthfully, without a GPU: llama-server's own words parsed, and what Maya does with
+them (the child's flash attention, the WARNING for `--gpu-layers N` with no device), on fake binaries."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from maya_server.config import default_model_path
+from maya_server.engine import llamacpp
+from maya_server.engine.llama_devices import Device, parse_devices, parse_offload, parse_used_device
+from maya_server.engine.llamacpp import EmbeddedOptions, LlamaCppEngine
+from maya_server.errors import EngineStartError
+
+LLVMPIPE = "  Vulkan0: llvmpipe (LLVM 15.0.6, 256 bits) (7944 MiB, 7944 MiB free)"
+"""`llama-server --list-devices` of the pinned version, on this machine's lavapipe (with GGML_VK_VISIBLE_DEVICES=0)."""
+
+
+def test_the_device_listing_is_read_as_llama_server_prints_it():
+    listing = f"load_backend: loaded Vulkan backend from /c/libggml-vulkan.so\nAvailable devices:\n{LLVMPIPE}\n" \
+              "  CUDA0: NVIDIA H100 80GB HBM3 (81079 MiB, 80500 MiB free)\n"
+    assert parse_devices(listing) == [Device("Vulkan0", "llvmpipe (LLVM 15.0.6, 256 bits)", 7944, 7944),
+                                      Device("CUDA0", "NVIDIA H100 80GB HBM3", 81079, 80500)]
+    assert parse_devices("Available devices:\n  (none)\n") == []
+    assert parse_devices("usage: llama-server [options]\n  -h, --help (default: 0 MiB)\n") == []
+
+
+def test_the_offload_and_the_devices_used_are_read_from_the_load_log():
+    assert parse_offload("load_tensors: offloaded 31/31 layers to GPU") == (31, 31)
+    assert parse_offload("load_tensors: offloaded 0/31 layers to GPU") == (0, 31)
+    assert parse_offload("load_tensors: CPU_Mapped model buffer size = 100 MiB") is None
+    used = "llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) (0000:00:00.0) " \
+           "- 7944 MiB free"
+    assert parse_used_device(used) == "Vulkan0"
+    assert parse_used_device("srv  load_model: using device CUDA0 (x)") is None
+
+
+def _fake(directory: Path, devices: str, backends: list[str] | None) -> Path:
+    """A llama-server that lists `devices`, writes the command line it was started with, and exits 3."""
+    directory.mkdir(parents=True, exist_ok=True)
+    binary = directory / "llama-server"
+    binary.write_text(f"#!/bin/sh\nif [ \"$1\" = --list-devices ]; then printf 'Available devices:\\n{devices}\\n'; "
+                      f"exit 0; fi\nprintf '%s\\n' \"$@\" > {directory / 'argv'}\nexit 3\n")
+    binary.chmod(0o755)
+    if backends is not None:
+        (directory / "backends.json").write_text(json.dumps({"backends": backends, "skipped": {
+            "cuda": "nvcc found at /usr/local/bin/nvcc but cuBLAS is missing", "metal": "macOS only"}}))
+    return binary
+
+
+def _start(monkeypatch, binary: Path, **options) -> list[str]:
+    monkeypatch.setattr(llamacpp, "ensure_binary", lambda: binary)
+    with pytest.raises(EngineStartError):
+        LlamaCppEngine.start(EmbeddedOptions(model=default_model_path(), slots=1, ctx=512, **options))
+    return (binary.parent / "argv").read_text().split("\n")
+
+
+def _flash_attention(argv: list[str]) -> str:
+    return argv[argv.index("--flash-attn") + 1]
+
+
+def test_flash_attention_is_off_on_the_cpu_and_llama_cpps_auto_with_layers_on_a_gpu(tmp_path, monkeypatch):
+    cpu = _fake(tmp_path / "cpu", "  (none)", ["cpu"])
+    assert _flash_attention(_start(monkeypatch, cpu)) == "off"
+    gpu = _fake(tmp_path / "gpu", LLVMPIPE, ["cpu", "vulkan"])
+    assert _flash_attention(_start(monkeypatch, gpu)) == "auto"
+    assert _flash_attention(_start(monkeypatch, gpu, gpu_layers=99)) == "auto"
+    argv = _start(monkeypatch, gpu, gpu_layers=0)  # the operator keeps the model on the CPU
+    assert _flash_attention(argv) == "off" and argv[argv.index("--n-gpu-layers") + 1] == "0"
+
+
+def test_gpu_layers_without_a_gpu_backend_is_mayas_own_warning_saying_why_and_what_to_do(tmp_path, monkeypatch,
+                                                                                         caplog):
+    cpu = _fake(tmp_path / "cpu", "  (none)", ["cpu"])
+    with caplog.at_level(logging.WARNING, logger="maya.engine"):
+        _start(monkeypatch, cpu, gpu_layers=99)
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "maya.engine"]
+    text = warning.getMessage()
+    assert text.startswith("--gpu-layers 99 is ignored: llama-server lists no GPU device, so the model runs on the CPU")
+    assert "built with the CPU backend only" in text and "cuBLAS is missing" in text
+    assert "make llama-server" in text and "--llama-server PATH" in text
+
+
+def test_gpu_layers_with_a_gpu_backend_but_no_device_says_so(tmp_path, monkeypatch, caplog):
+    vulkan = _fake(tmp_path / "vulkan", "  (none)", ["cpu", "vulkan"])
+    with caplog.at_level(logging.WARNING, logger="maya.engine"):
+        _start(monkeypatch, vulkan, gpu_layers=4)
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "maya.engine"]
+    assert "the build has the vulkan backend, but it found no device" in warning.getMessage()
+    assert "GGML_VK_VISIBLE_DEVICES" in warning.getMessage()
+
+
+def test_no_warning_without_gpu_layers_or_with_a_device(tmp_path, monkeypatch, caplog):
+    with caplog.at_level(logging.WARNING, logger="maya.engine"):
+        _start(monkeypatch, _fake(tmp_path / "cpu", "  (none)", ["cpu"]))
+        _start(monkeypatch, _fake(tmp_path / "gpu", LLVMPIPE, ["cpu", "vulkan"]), gpu_layers=99)
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "maya.engine"]
