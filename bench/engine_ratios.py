@@ -135,7 +135,7 @@ def main() -> None:
     opts = args.parse_args()
     model = opts.model or default_model_path()
     on_gpu = bool(opts.gpu_layers)
-    offload = ("--n-gpu-layers", str(opts.gpu_layers)) if opts.gpu_layers is not None else ("--n-gpu-layers", "0")
+    offload = ("--n-gpu-layers", str(opts.gpu_layers)) if opts.gpu_layers is not None else ()
     llama = LlamaServer(model, ctx=SLOTS * CTX, parallel=SLOTS, threads=opts.threads,  # the kernels Maya's child runs
                         extra_args=("--flash-attn", GPU_FLASH_ATTENTION if on_gpu else FLASH_ATTENTION, *offload))
     ids = [prompt_ids(model, llama.url, p) for p in PROMPTS]
