@@ -14,7 +14,10 @@ piece would only fail minutes into the build, or worse, on `make test`:
   library (`vulkan/vulkan.hpp`, `libvulkan.so`; Debian's `libvulkan-dev`), and
   the SPIR-V headers (`spirv-headers`). Debian's `glslc libvulkan-dev
   spirv-headers` give all of them (`make vulkan`); Mesa's `mesa-vulkan-drivers`
-  adds lavapipe, a Vulkan device on the CPU that tests use.
+  adds lavapipe, a Vulkan device on the CPU that tests use. The headers must
+  define what the pinned llama.cpp uses (`vulkan_headers.py`): Debian 12's are
+  too old, and `make vulkan` then unpacks Debian 13's into Maya's cache, which
+  the build takes (`-DVulkan_INCLUDE_DIR`).
 - Metal on macOS is llama.cpp's default there; nothing to add.
 
 `MAYA_LLAMA_SERVER_BACKENDS` narrows the choice: `auto` (the default: every
@@ -34,6 +37,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import vulkan_headers
 
 GPU_BACKENDS = ("cuda", "hip", "vulkan", "metal")
 BACKENDS_VARIABLE = "MAYA_LLAMA_SERVER_BACKENDS"
@@ -158,10 +163,13 @@ def _vulkan() -> Backend | str:
     glslc = shutil.which("glslc")
     sdk = os.environ.get("VULKAN_SDK")
     roots = _existing([sdk, *SYSTEM_PREFIXES])
+    include_dirs = [os.path.join(root, "include") for root in roots] + [str(vulkan_headers.cached_include_dir())]
+    found = [d for d in include_dirs if os.path.isfile(os.path.join(d, "vulkan", "vulkan.hpp"))]
+    usable = [d for d in found if vulkan_headers.headers_suffice(d)]
     missing = []
     if glslc is None:
         missing.append("glslc (the shader compiler)")
-    if _find(roots, ("include",), "vulkan/vulkan.hpp") is None:
+    if not found:
         missing.append("the Vulkan headers (vulkan/vulkan.hpp)")
     if _find(roots, LIBRARY_DIRS, "libvulkan.so") is None:
         missing.append("the Vulkan loader library (libvulkan.so)")
@@ -170,7 +178,15 @@ def _vulkan() -> Backend | str:
     if missing:
         return (f"{', '.join(missing)} not found (Debian: apt-get install glslc libvulkan-dev spirv-headers, "
                 "or `make vulkan`)")
-    return Backend("vulkan", ("-DGGML_VULKAN=ON",), f"glslc at {glslc}, Vulkan headers, loader and SPIR-V headers found")
+    if not usable:
+        return (f"the Vulkan headers in {found[0]} are too old for llama.cpp's Vulkan backend (no "
+                f"{vulkan_headers.REQUIRED_EXTENSION}; Debian 12 ships 1.3.239): `make vulkan` fetches newer ones "
+                "into Maya's cache")
+    options = ["-DGGML_VULKAN=ON"]
+    if usable[0] not in (os.path.join(prefix, "include") for prefix in SYSTEM_PREFIXES):
+        options.append(f"-DVulkan_INCLUDE_DIR={usable[0]}")  # the SDK's, or those `make vulkan` fetched
+    return Backend("vulkan", tuple(options),
+                   f"glslc at {glslc}, Vulkan headers in {usable[0]}, loader and SPIR-V headers found")
 
 
 def _metal() -> Backend | str:

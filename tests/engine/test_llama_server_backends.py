@@ -113,10 +113,17 @@ def test_hipcc_with_the_rocm_blas_libraries_builds_hip(machine, tmp_path, monkey
     assert "-DGGML_HIP=ON" in cmake_options(plan) and f"-DCMAKE_HIP_COMPILER={clang}" in cmake_options(plan)
 
 
+def _vulkan_headers(include: Path, version: int) -> None:
+    """Vulkan headers of `version`: llama.cpp's Vulkan backend needs VK_EXT_layer_settings (1.3.2xx on)."""
+    _file(include / "vulkan" / "vulkan.hpp")
+    core = f"#define VK_HEADER_VERSION {version}\n" + ("#define VK_EXT_layer_settings 1\n" if version >= 272 else "")
+    (include / "vulkan" / "vulkan_core.h").write_text(core)
+
+
 def test_vulkan_needs_glslc_the_headers_the_loader_and_spirv(machine):
     bin_dir, prefix = machine
     _tool(bin_dir, "glslc")
-    _file(prefix / "include" / "vulkan" / "vulkan.hpp")
+    _vulkan_headers(prefix / "include", 309)
     skipped = plan_backends().skipped["vulkan"]
     assert "glslc" not in skipped.split("not found")[0]
     assert "the Vulkan loader library (libvulkan.so)" in skipped and "the SPIR-V headers" in skipped
@@ -124,6 +131,24 @@ def test_vulkan_needs_glslc_the_headers_the_loader_and_spirv(machine):
     _file(prefix / "include" / "spirv" / "unified1" / "spirv.hpp")
     plan = plan_backends()
     assert plan.names == ("cpu", "vulkan") and "-DGGML_VULKAN=ON" in cmake_options(plan)
+    assert not any(o.startswith("-DVulkan_INCLUDE_DIR") for o in cmake_options(plan))  # the system's own
+
+
+def test_vulkan_headers_too_old_for_llama_cpp_are_skipped_unless_newer_ones_are_in_the_cache(machine, tmp_path):
+    """Debian 12's 1.3.239 headers failed the build minutes in; `make vulkan` unpacks newer ones into the cache,
+    which the build then names."""
+    bin_dir, prefix = machine
+    _tool(bin_dir, "glslc")
+    _vulkan_headers(prefix / "include", 239)
+    _file(prefix / "lib" / "libvulkan.so")
+    _file(prefix / "include" / "spirv" / "unified1" / "spirv.hpp")
+    skipped = plan_backends().skipped["vulkan"]
+    assert f"the Vulkan headers in {prefix / 'include'} are too old for llama.cpp's Vulkan backend" in skipped
+    assert "make vulkan" in skipped
+    cached = tmp_path / "cache" / "vulkan-headers" / "usr" / "include"
+    _vulkan_headers(cached, 309)
+    plan = plan_backends()
+    assert plan.names == ("cpu", "vulkan") and f"-DVulkan_INCLUDE_DIR={cached}" in cmake_options(plan)
 
 
 def test_metal_is_llama_cpps_default_on_macos(machine, monkeypatch):
@@ -135,7 +160,8 @@ def test_metal_is_llama_cpps_default_on_macos(machine, monkeypatch):
 def test_the_variable_narrows_the_choice(machine, tmp_path, monkeypatch):
     bin_dir, prefix = machine
     _tool(bin_dir, "glslc")
-    for path in ("include/vulkan/vulkan.hpp", "lib/libvulkan.so", "include/spirv/unified1/spirv.hpp"):
+    _vulkan_headers(prefix / "include", 309)
+    for path in ("lib/libvulkan.so", "include/spirv/unified1/spirv.hpp"):
         _file(prefix / path)
     monkeypatch.setenv("MAYA_LLAMA_SERVER_BACKENDS", "cpu")
     assert plan_backends().names == ("cpu",)
