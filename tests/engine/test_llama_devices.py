@@ -98,3 +98,25 @@ def test_no_warning_without_gpu_layers_or_with_a_device(tmp_path, monkeypatch, c
         _start(monkeypatch, _fake(tmp_path / "cpu", "  (none)", ["cpu"]))
         _start(monkeypatch, _fake(tmp_path / "gpu", LLVMPIPE, ["cpu", "vulkan"]), gpu_layers=99)
     assert not [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "maya.engine"]
+
+
+@pytest.mark.slow
+def test_on_the_cpu_the_status_and_the_log_say_so(monkeypatch, caplog):
+    """Maya's own llama-server with no GPU device (lavapipe, if installed, is skipped by default): `--gpu-layers 99`
+    is a WARNING saying why, the log and /v1/status say the model runs on the CPU, flash attention off."""
+    from maya_server.engine.llama_server_build import built_backends, ensure_binary
+
+    from tests.embedded import embedded_server
+
+    monkeypatch.delenv("GGML_VK_VISIBLE_DEVICES", raising=False)
+    backends = (built_backends(ensure_binary()) or {"backends": ["cpu"]})["backends"]
+    with caplog.at_level(logging.INFO, logger="maya.engine"):
+        with embedded_server(gpu_layers=99) as server:
+            placement = server.http().get("/v1/status").json()["engine"]["llama_server"]
+    assert placement["built_by_maya"] is True and placement["backends"] == backends
+    assert placement["devices"] == [] and placement["flash_attn"] == "off" and placement["gpu_layers"] == 99
+    assert placement["layers_offloaded"] is None or placement["layers_offloaded"]["gpu"] == 0
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "maya.engine"]
+    (warning,) = [text for level, text in said if level == logging.WARNING]
+    assert ("built with the CPU backend only" if backends == ["cpu"] else "but it found no device") in warning
+    assert any(text.startswith("llama-server runs the model on the CPU") for _, text in said)
