@@ -71,13 +71,16 @@ def test_a_missing_binary_is_a_setting_error(tmp_path):
     assert result.returncode == 2 and "is not a file" in result.stderr
 
 
-def _answer(server) -> tuple[str, list]:
+def _answer(server) -> tuple[str, str, str]:
+    """A temperature-0 Chat answer, and a streamed Responses answer's text and last event (how many deltas carry it
+    depends on timing: Maya relays the tokens that arrived meanwhile together)."""
     client = server.client()
     chat = client.chat.completions.create(model="x", messages=[{"role": "user", "content": "Name three colours."}],
                                           temperature=0, max_tokens=24, seed=1)
     with client.responses.stream(model="x", input="Count to five.", temperature=0, max_output_tokens=16) as stream:
-        events = [event.type for event in stream]
-    return chat.choices[0].message.content, events
+        events = list(stream)
+    text = "".join(event.delta for event in events if event.type == "response.output_text.delta")
+    return chat.choices[0].message.content, text, events[-1].type
 
 
 @pytest.mark.slow
@@ -95,4 +98,4 @@ def test_a_copy_of_the_built_llama_server_serves_exactly_as_the_built_one(tmp_pa
         placement = server.http().get("/v1/status").json()["engine"]["llama_server"]
         assert placement["binary"] == str(copy / "llama-server")
         assert placement["built_by_maya"] is False and placement["backends"] is None
-    assert expected[1][-1] == "response.completed" and expected[0]
+    assert expected[2] in ("response.completed", "response.incomplete") and expected[0] and expected[1]

@@ -84,6 +84,7 @@ def test_layers_offloaded_to_llvmpipe_stream_both_apis_with_exact_tokens(monkeyp
         assert offloaded["gpu"] == offloaded["total"] > 0
         assert placement["flash_attn"] == "auto"
         on_llvmpipe = _first_tokens(server)
-    assert on_llvmpipe[1][-1] == "response.completed" and "response.output_text.delta" in on_llvmpipe[1]
+    assert on_llvmpipe[1][-1] in ("response.completed", "response.incomplete")
+    assert "response.output_text.delta" in on_llvmpipe[1]
     # Same model, same prompt, temperature 0: the same first tokens from the CPU and from llvmpipe.
     assert on_llvmpipe[0] == on_cpu[0] and on_cpu[0]
