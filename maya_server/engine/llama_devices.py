@@ -7,9 +7,17 @@ llama-server says it itself, in two places Maya reads:
   `  Vulkan0: llvmpipe (LLVM 15.0.6, 256 bits) (7944 MiB, 7944 MiB free)`, or
   `  (none)`. Its `/props` has no device fields in the pinned version, so this
   is the one source of names and memory.
-- While loading, its log says how many layers went to the devices:
+- While loading, llama.cpp says how many layers went to the devices:
   `load_tensors: offloaded 31/31 layers to GPU`, and which devices it uses:
-  `llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe …) … - 7944 MiB free`.
+  `llama_prepare_model_devices: using device Vulkan0 (llvmpipe …) … - 2048 MiB free`.
+  The pinned llama-server prints these at verbosity 4 only (`-lv 4`, which also
+  logs some 30 lines a request), not at its default 3, so Maya does not raise
+  it; it reads them when an operator does (`--engine-arg=-lv --engine-arg=4`),
+  and otherwise works the count out (`planned_offload`): with `--gpu-layers N`
+  it is min(N, the model's layers + 1 for the output layer), exactly, because
+  llama.cpp's `--fit` adjusts only what is not set (and a model that does not
+  fit then fails to load, which Maya reports); without it the count is
+  llama.cpp's to fit, and reported as not known.
 
 `--gpu-layers N` (N > 0) with no device is Maya's own WARNING naming why: the
 build has no GPU backend (its toolchain was missing when it was built), or the
@@ -31,7 +39,7 @@ from pathlib import Path
 LIST_TIMEOUT_S = 60.0
 _DEVICE = re.compile(r"^\s+(?P<name>\S+): (?P<description>.*) \((?P<total>\d+) MiB, (?P<free>\d+) MiB free\)\s*$")
 _OFFLOADED = re.compile(r"offloaded (?P<gpu>\d+)/(?P<total>\d+) layers to GPU")
-_USING = re.compile(r"using device (?P<name>\S+) \(")
+_USING = re.compile(r": using device (?P<name>\S+) \(")
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,18 @@ def parse_offload(line: str) -> tuple[int, int] | None:
 def parse_used_device(line: str) -> str | None:
     """The device name of llama.cpp's `using device NAME (…)` line."""
     match = _USING.search(line)
-    return match["name"] if match and "llama_model_load" in line else None
+    return match["name"] if match else None
+
+
+def planned_offload(total: int | None, gpu_layers: int | None, devices: list[Device]) -> tuple[int | None, int | None]:
+    """(layers on the devices, layers in all) as Maya works them out when llama-server's log does not say: none on
+    the CPU; min(N, total) for `--gpu-layers N`; None (llama.cpp's `--fit` decides) without it. `total` is the
+    model's blocks plus its output layer."""
+    if not devices or gpu_layers == 0:
+        return 0, total
+    if gpu_layers is None:
+        return None, total
+    return (min(gpu_layers, total) if total is not None else gpu_layers), total
 
 
 def no_device_warning(gpu_layers: int, backends: list[str] | None, skipped: dict[str, str]) -> str:

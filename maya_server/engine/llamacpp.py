@@ -52,7 +52,7 @@ from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX
 from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB
-from .llama_devices import Device, list_devices, no_device_warning
+from .llama_devices import Device, list_devices, no_device_warning, planned_offload
 from .llama_server import (
     BASE_URL, FLASH_ATTENTION, GPU_FLASH_ATTENTION, ChildState, LlamaServerOptions, LlamaServerProcess,
     child_environment,
@@ -120,6 +120,8 @@ class LlamaCppEngine(UpstreamEngine):
         """The GPU devices llama-server lists (none: it computes on the CPU)."""
         self.build: dict | None = None
         """What Maya's build of llama-server holds (`built_backends`); None for the operator's own binary."""
+        self.layers: int | None = None
+        """The model's layers as llama.cpp counts them for offloading: its blocks plus the output layer."""
         if not self.accepts_images:
             self.images_refusal = NO_PROJECTOR  # `engine_setup` adds the setting that gives one
 
@@ -143,7 +145,8 @@ class LlamaCppEngine(UpstreamEngine):
                  Path(options.model).name, options.slots, ctx,
                  "as configured" if options.ctx else "the model's training context", options.cache_ram_mib)
         process.start()  # an EngineStartError has stopped the child already
-        log.info("%s", placement(process, devices))
+        layers = _layers(metadata)
+        log.info("%s", placement(process, devices, layers))
         client = httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(), timeout=30)
         try:
             if options.llama_server:
@@ -157,7 +160,7 @@ class LlamaCppEngine(UpstreamEngine):
             engine = cls(process, tokenizer, info, read_timeout=options.read_timeout,
                          chat_template=_text(metadata.get("tokenizer.chat_template")))
             engine.image_tokens = image_tokens
-            engine.devices, engine.build = devices, build
+            engine.devices, engine.build, engine.layers = devices, build, layers
             if not engine.blocking_tokenizer:
                 client.close()  # only llama-server's own tokenizer keeps it
             return engine
@@ -176,15 +179,15 @@ class LlamaCppEngine(UpstreamEngine):
 
     def describe_placement(self) -> dict:
         """Which llama-server, its backends, the devices it lists and uses, and the layers it put on them."""
-        offload = self.process.offload
         options = self.process.options
+        gpu, total = self.process.offload or planned_offload(self.layers, options.gpu_layers, self.devices)
         return {
             "binary": str(options.binary),
             "built_by_maya": self.build is not None,
             "backends": self.build["backends"] if self.build else None,
-            "devices": [{**device.describe(), "used": device.name in self.process.used_devices}
-                        for device in self.devices],
-            "layers_offloaded": {"gpu": offload[0], "total": offload[1]} if offload else None,
+            "devices": [{**device.describe(), "used": _used(self.process, device, gpu)} for device in self.devices],
+            "layers_offloaded": {"gpu": gpu, "total": total,
+                                 "from": "llama-server's log" if self.process.offload else "worked out"},
             "gpu_layers": options.gpu_layers,
             "flash_attn": options.flash_attn,
         }
@@ -275,16 +278,32 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def placement(process: LlamaServerProcess, devices: list[Device]) -> str:
+def placement(process: LlamaServerProcess, devices: list[Device], layers: int | None) -> str:
     """The start-up line that says where the model runs."""
-    offload = process.offload
-    used = [device for device in devices if device.name in process.used_devices]
-    if offload is not None and offload[0] > 0:
-        return (f"llama-server offloaded {offload[0]}/{offload[1]} layers to "
-                f"{', '.join(map(str, used or devices))}; flash attention {process.options.flash_attn}")
+    gpu, total = process.offload or planned_offload(layers, process.options.gpu_layers, devices)
+    used = [device for device in devices if _used(process, device, gpu)]
+    flash = f"flash attention {process.options.flash_attn}"
+    if gpu is None:
+        return (f"llama-server offloads the layers of {total} that fit (its --fit; the count is in its log at "
+                f"--engine-arg=-lv --engine-arg=4) to {', '.join(map(str, devices))}; {flash}")
+    if gpu > 0:
+        return f"llama-server offloaded {gpu}/{total} layers to {', '.join(map(str, used or devices))}; {flash}"
     found = f"it lists {', '.join(map(str, devices))}" if devices else "it lists no GPU device"
-    layers = f" ({offload[1]} layers)" if offload else ""
-    return f"llama-server runs the model on the CPU{layers}: {found}; flash attention {process.options.flash_attn}"
+    return f"llama-server runs the model on the CPU ({total} layers): {found}; {flash}"
+
+
+def _used(process: LlamaServerProcess, device: Device, gpu: int | None) -> bool:
+    """Whether the model went to `device`: as the child's log says, else every listed device when layers were
+    offloaded (llama.cpp splits layers over all the devices it lists by default)."""
+    if process.used_devices:
+        return device.name in process.used_devices
+    return gpu is None or gpu > 0
+
+
+def _layers(metadata: dict) -> int | None:
+    """The model's blocks plus its output layer: what llama.cpp's `offloaded N/M layers` counts."""
+    blocks = metadata.get(f"{metadata.get('general.architecture')}.block_count")
+    return blocks + 1 if isinstance(blocks, int) and not isinstance(blocks, bool) else None
 
 
 def _devices(binary: Path, options: EmbeddedOptions, build: dict | None) -> list[Device]:

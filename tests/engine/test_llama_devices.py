@@ -11,7 +11,7 @@ import pytest
 
 from maya_server.config import default_model_path
 from maya_server.engine import llamacpp
-from maya_server.engine.llama_devices import Device, parse_devices, parse_offload, parse_used_device
+from maya_server.engine.llama_devices import Device, parse_devices, parse_offload, parse_used_device, planned_offload
 from maya_server.engine.llamacpp import EmbeddedOptions, LlamaCppEngine
 from maya_server.errors import EngineStartError
 
@@ -32,10 +32,20 @@ def test_the_offload_and_the_devices_used_are_read_from_the_load_log():
     assert parse_offload("load_tensors: offloaded 31/31 layers to GPU") == (31, 31)
     assert parse_offload("load_tensors: offloaded 0/31 layers to GPU") == (0, 31)
     assert parse_offload("load_tensors: CPU_Mapped model buffer size = 100 MiB") is None
-    used = "llama_model_load_from_file_impl: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) (0000:00:00.0) " \
-           "- 7944 MiB free"
+    used = "0.00.247.841 I llama_prepare_model_devices: using device Vulkan0 (llvmpipe (LLVM 15.0.6, 256 bits)) " \
+           "(unknown id) - 2048 MiB free"
     assert parse_used_device(used) == "Vulkan0"
-    assert parse_used_device("srv  load_model: using device CUDA0 (x)") is None
+    assert parse_used_device("skipping device CUDA1 (x) with id 0 - already using device CUDA0 (x) with the same") \
+        is None
+
+
+def test_without_the_log_lines_the_offload_is_worked_out():
+    """The pinned llama-server logs the offload at verbosity 4 only: with --gpu-layers N the count is exact (its
+    --fit leaves a set value alone), without it llama.cpp decides and Maya says it does not know."""
+    device = [Device("Vulkan0", "llvmpipe", 2048, 2048)]
+    assert planned_offload(31, 99, device) == (31, 31) and planned_offload(31, 7, device) == (7, 31)
+    assert planned_offload(31, None, device) == (None, 31)
+    assert planned_offload(31, 99, []) == (0, 31) and planned_offload(31, 0, device) == (0, 31)
 
 
 def _fake(directory: Path, devices: str, backends: list[str] | None) -> Path:
@@ -115,7 +125,7 @@ def test_on_the_cpu_the_status_and_the_log_say_so(monkeypatch, caplog):
             placement = server.http().get("/v1/status").json()["engine"]["llama_server"]
     assert placement["built_by_maya"] is True and placement["backends"] == backends
     assert placement["devices"] == [] and placement["flash_attn"] == "off" and placement["gpu_layers"] == 99
-    assert placement["layers_offloaded"] is None or placement["layers_offloaded"]["gpu"] == 0
+    assert placement["layers_offloaded"] == {"gpu": 0, "total": 31, "from": "worked out"}  # SmolLM2: 30 + output
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "maya.engine"]
     (warning,) = [text for level, text in said if level == logging.WARNING]
     assert ("built with the CPU backend only" if backends == ["cpu"] else "but it found no device") in warning
