@@ -152,7 +152,9 @@ def _check_completion(client: httpx.Client, slot: int, missing: list[str]) -> No
             "return_progress": True, "id_slot": slot, "cache_prompt": False, "top_k": 0, "min_p": 0.0}
     events: list[dict] = []
     try:
-        with client.stream("POST", "/completion", json=body) as response:
+        # its own connection: llama-server may close a stream's connection after the final event, and the next
+        # request on it (probe_upstream's) would then meet a closed socket
+        with client.stream("POST", "/completion", json=body, headers={"Connection": "close"}) as response:
             if response.status_code != 200:
                 missing.append(f"POST /completion (HTTP {response.status_code})")
                 return
