@@ -180,10 +180,11 @@ def _is_executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-BUILD_MINUTES = {"cpu": 5, "vulkan": 25, "cuda": 60, "hip": 60}
-"""Rough minutes each backend adds on two cores (CPU: measured, about 5; Vulkan: measured on a shared 2-core VM,
-docs/pending-gpu.md; CUDA and HIP: not measured here, llama.cpp's kernels for several architectures), for the
-message only."""
+BUILD_MINUTES = {"cpu": 5, "vulkan": 10, "cuda": 60, "hip": 60}
+"""Rough minutes each backend adds on two cores, for the message only. CPU: about 5, measured. Vulkan: its build
+took 1,221 s of CPU time (20 min) with the CPU backend and the libraries, 43.5 min wall on a 2-core VM shared with
+other builds; about 10 more minutes on two free cores (docs/pending-gpu.md). CUDA and HIP: not measured here, a
+guess (llama.cpp's kernels)."""
 
 
 def _build(binary: Path, plan: BackendPlan) -> None:
