@@ -21,6 +21,10 @@ parsing weighs the same on both sides; rounds take turns, medians compared.
 With `--model` (e.g. the GLM-5.1 test model of `tests/family_models.py`) ratios 1, 2 and 4 are measured on that
 GGUF: its family's rendering, ids from llama-server's own tokenizer (the baseline's `/tokenize`), the same
 random-weight model on both sides; the continuation ratio is SmolLM2's alone.
+
+With `--gpu-layers N` both sides offload N layers (`-ngl N`, flash attention as Maya's child runs it on a GPU),
+ratios 1, 2 and 4 are measured, and Maya's `/v1/status` placement (devices, layers offloaded) is printed:
+`bench/gpu_check.sh` runs it on a machine with an NVIDIA GPU.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from maya_process import start_maya  # noqa: E402
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.families import get_family  # noqa: E402
-from maya_server.engine.llama_server import FLASH_ATTENTION  # noqa: E402
+from maya_server.engine.llama_server import FLASH_ATTENTION, GPU_FLASH_ATTENTION  # noqa: E402
 from maya_server.engine.llama_tokenizer import LlamaServerTokenizer, TokenCache  # noqa: E402
 from maya_server.families.detection import family_from_template  # noqa: E402
 from maya_server.model.gguf_metadata import read_gguf_metadata  # noqa: E402
@@ -127,12 +131,17 @@ def main() -> None:
                            "client oversubscribe the machine and the ratios then measure CPU contention as well")
     args.add_argument("--continuation-rounds", type=int, default=2)
     args.add_argument("--model", help="another GGUF (default: the shipped SmolLM2)")
+    args.add_argument("--gpu-layers", type=int, help="layers both sides offload to a GPU (default: the CPU only)")
     opts = args.parse_args()
     model = opts.model or default_model_path()
-    llama = LlamaServer(model, ctx=SLOTS * CTX, parallel=SLOTS, threads=opts.threads,
-                        extra_args=("--flash-attn", FLASH_ATTENTION))  # the attention kernel Maya's child runs
+    on_gpu = bool(opts.gpu_layers)
+    offload = ("--n-gpu-layers", str(opts.gpu_layers)) if opts.gpu_layers is not None else ()
+    llama = LlamaServer(model, ctx=SLOTS * CTX, parallel=SLOTS, threads=opts.threads,  # the kernels Maya's child runs
+                        extra_args=("--flash-attn", GPU_FLASH_ATTENTION if on_gpu else FLASH_ATTENTION, *offload))
     ids = [prompt_ids(model, llama.url, p) for p in PROMPTS]
-    process, url = start_maya("--model", model, "--ctx", str(CTX), "--slots", str(SLOTS), "--threads", str(opts.threads))
+    process, url = start_maya("--model", model, "--ctx", str(CTX), "--slots", str(SLOTS), "--threads", str(opts.threads),
+                              *(["--gpu-layers", str(opts.gpu_layers)] if opts.gpu_layers is not None else []),
+                              timeout=600 if on_gpu else 60)
     one, four, ttft_ratio = {"maya": [], "direct": []}, {"maya": [], "direct": []}, []
     try:
         run_together([maya_stream(url, PROMPTS[0], 8), direct_stream(llama.url, ids[0], 8)])  # warm up both
@@ -143,6 +152,8 @@ def main() -> None:
             rate, ttfts = run_together([maya_stream(url, p, opts.tokens) for p in PROMPTS])
             four["maya"].append(rate)
             ttft_ratio.append(max(ttfts) / min(ttfts))
+        if on_gpu:
+            print("maya's placement:", orjson.dumps(httpx.get(url + "/v1/status").json()["engine"]["llama_server"]).decode())
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -153,7 +164,7 @@ def main() -> None:
         print(f"{name + ':':24s} maya {maya:7.1f} tok/s  llama-server alone {direct:7.1f} tok/s  "
               f"ratio {maya / direct:.3f} (target >= {target})")
     print(f"TTFT of the 4th of 4 simultaneous requests / the 1st: {statistics.median(ttft_ratio):.2f}")
-    if opts.model:
+    if opts.model or on_gpu:
         return
     rounds = make_rounds(model, opts.continuation_rounds, 1500)
     opts.api = "stored"

@@ -81,7 +81,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--slots", metavar="N",
                    help=f"embedded engine: sequences decoded at once (default {_default('slots')})")
     p.add_argument("--gpu-layers", dest="gpu_layers", metavar="N",
-                   help="embedded engine: layers offloaded to a GPU (default: llama-server decides; 0: CPU only)")
+                   help="embedded engine: layers offloaded to a GPU (default: llama-server's, every layer that fits on the "
+                        "GPUs it finds; 0: CPU only)")
     p.add_argument("--cache-ram-mib", dest="cache_ram_mib", metavar="MIB",
                    help="embedded engine: RAM prompt cache for idle conversations' KV "
                         f"(default {_default('cache_ram_mib')}; 0: off)")
@@ -91,6 +92,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--tokenize-timeout", dest="tokenize_timeout", metavar="S",
                    help="embedded engine: seconds llama-server may take to tokenize one prompt; past it the request "
                         f"is a 413 prompt_too_large (default {_default('tokenize_timeout')})")
+    p.add_argument("--llama-server", dest="llama_server", metavar="PATH",
+                   help="embedded engine: run this llama-server binary (e.g. your CUDA build) instead of the one Maya "
+                        "builds; its flags and endpoints are checked at start-up")
     p.add_argument("--engine-arg", dest="engine_args", action="append", metavar="ARG",
                    help="embedded engine: one more llama-server flag, e.g. --engine-arg=--no-repack (repeatable)")
     _image_options(p.add_argument_group("images (input_image / image_url)"))

@@ -93,7 +93,8 @@ class ServerConfig:
     slots: int = DEFAULT_SLOTS
     """The embedded llama-server's parallel sequences, each with `ctx` tokens of context."""
     gpu_layers: int | None = None
-    """Layers llama-server offloads to a GPU (None: llama-server decides; 0: CPU only)."""
+    """Layers llama-server offloads to a GPU (None: llama-server's default, every layer that fits on the devices it
+    finds, `llama_devices.py`; 0: CPU only)."""
     cache_ram_mib: int = CACHE_RAM_MIB
     """llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
     tokenize_timeout: float = TOKENIZE_TIMEOUT_S
@@ -103,6 +104,9 @@ class ServerConfig:
     """The embedded engine's cache of prompt text runs' token ids, so a resent history is not tokenized again."""
     engine_args: tuple[str, ...] = ()
     """Extra llama-server flags for the embedded engine (e.g. `--no-repack`), after Maya's own."""
+    llama_server: str | None = None
+    """The operator's own llama-server binary for the embedded engine, instead of the one Maya builds (checked at
+    start-up for the flags and endpoints Maya uses)."""
     mmproj: str | None = None
     """llama.cpp's multimodal projector GGUF for the model (the model's `mmproj` file): turns image inputs on."""
     # The image loader's limits (`images/limits.py` says what each is, and holds its default).
@@ -343,6 +347,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "tokenize_cache_mib": _non_negative_int,
     "tokenize_timeout": _positive_float,
     "engine_args": _argument_list,
+    "llama_server": _text,
     "mmproj": _text,
     "image_max_bytes": _positive_int,
     "image_max_pixels": _positive_int,
@@ -441,6 +446,8 @@ def _check_consistency(config: ServerConfig) -> ServerConfig:
         config = replace(config, model=model)
     if config.engine == "llamacpp" and not Path(config.model).is_file():
         raise ConfigError("model", f"{config.model} is not a file")
+    if config.engine == "llamacpp" and config.llama_server is not None and not Path(config.llama_server).is_file():
+        raise ConfigError("llama_server", f"{config.llama_server} is not a file")
     if config.engine == "scripted" and config.script is not None and not Path(config.script).is_file():
         raise ConfigError("script", f"{config.script} is not a file")
     if config.engine == "upstream":

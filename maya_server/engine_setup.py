@@ -40,7 +40,7 @@ EMBEDDED_SETTINGS: Mapping[str, str] = {
     "model": "model", "slots": "slots", "ctx": "ctx", "threads": "threads", "gpu_layers": "gpu_layers",
     "cache_ram_mib": "cache_ram_mib", "mmproj": "mmproj", "tokenizer_dir": "tokenizer",
     "read_timeout": "upstream_read_timeout", "tokenize_cache_mib": "tokenize_cache_mib",
-    "tokenize_timeout": "tokenize_timeout", "extra_args": "engine_args",
+    "tokenize_timeout": "tokenize_timeout", "extra_args": "engine_args", "llama_server": "llama_server",
 }
 """`EmbeddedOptions` field -> the setting that fills it (and that a refusal of the field names)."""
 UPSTREAM_SETTINGS: Mapping[str, str] = {

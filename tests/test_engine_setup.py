@@ -19,13 +19,14 @@ from maya_server.errors import ConfigError
 def test_the_embedded_engine_gets_every_setting_it_reads():
     config = ServerConfig(engine="llamacpp", model="/m.gguf", slots=3, ctx=1024, threads=2, gpu_layers=7,
                           cache_ram_mib=64, mmproj="/p.gguf", tokenizer="/dir", upstream_read_timeout=9.0,
-                          tokenize_cache_mib=5, tokenize_timeout=4.5, engine_args=("--no-repack",))
+                          tokenize_cache_mib=5, tokenize_timeout=4.5, engine_args=("--no-repack",),
+                          llama_server="/opt/llama-server")
     options = embedded_options(config)
     assert (options.model, options.slots, options.ctx, options.threads, options.gpu_layers, options.cache_ram_mib,
             options.mmproj, options.tokenizer_dir, options.read_timeout, options.tokenize_cache_mib,
-            options.tokenize_timeout, options.extra_args) == (
-        "/m.gguf", 3, 1024, 2, 7, 64, "/p.gguf", "/dir", 9.0, 5, 4.5, ("--no-repack",))
-    assert len(fields(options)) == 12
+            options.tokenize_timeout, options.extra_args, options.llama_server) == (
+        "/m.gguf", 3, 1024, 2, 7, 64, "/p.gguf", "/dir", 9.0, 5, 4.5, ("--no-repack",), "/opt/llama-server")
+    assert len(fields(options)) == 13
 
 
 def test_the_upstream_engine_gets_every_setting_it_reads():

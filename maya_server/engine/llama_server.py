@@ -52,6 +52,7 @@ import httpx
 
 from ..errors import EngineStartError
 from .defaults import CACHE_RAM_MIB
+from .llama_devices import parse_offload, parse_used_device
 
 log = logging.getLogger("maya.engine")
 child_log = logging.getLogger("maya.llama-server")
@@ -72,16 +73,25 @@ CHILD_ENVIRONMENT = (
 BASE_URL = "http://llama-server"
 """The URL httpx is given for the Unix socket (only the path part matters)."""
 FLASH_ATTENTION = "off"
-"""llama-server's `--flash-attn` for Maya's child. Maya builds llama-server for the CPU only, and there
-llama.cpp's `auto` turns flash attention on, whose CPU kernel is the slower one for what agents do: short
-additions to a long context, then decoding. Measured on a 2-core x86 VM (AVX-512), SmolLM2-135M, 1 thread, a
-1.2k-token context: 14 new prompt tokens 148–213 ms off against 609–845 on, decoding 28–35 ms a token against
-64–82; a cold 1.2k-token prompt 13.8–18.3 s off against 11.0–13.5 on. On the agent trace
-(`bench/agent_trace.py`, 8 sessions on 4 slots) a continuation's 41 new tokens took 0.5–1.3 s to evaluate
-instead of 4.2–7.1, and its median time to first token fell from 17–24 s to 5.7–7.4 s (two runs). Reports on
-llama.cpp's tracker agree for other CPUs' prefill (issues #26559 and #27086, Arm Neoverse). An operator whose
-CPU does better with it adds `--engine-arg=--flash-attn --engine-arg=on` (operator flags come after Maya's,
-and llama-server keeps the last value it is given)."""
+"""llama-server's `--flash-attn` for Maya's child when it computes on the CPU (no GPU device, or `--gpu-layers 0`;
+with layers on a GPU it is `GPU_FLASH_ATTENTION`). On the CPU llama.cpp's `auto` turns flash attention on, whose
+CPU kernel is the slower one for what agents do: short additions to a long context, then decoding. Measured on a
+2-core x86 VM (AVX-512), SmolLM2-135M, 1 thread, a 1.2k-token context: 14 new prompt tokens 148–213 ms off against
+609–845 on, decoding 28–35 ms a token against 64–82; a cold 1.2k-token prompt 13.8–18.3 s off against 11.0–13.5
+on. On the agent trace (`bench/agent_trace.py`, 8 sessions on 4 slots) a continuation's 41 new tokens took
+0.5–1.3 s to evaluate instead of 4.2–7.1, and its median time to first token fell from 17–24 s to 5.7–7.4 s (two
+runs): off is 2–4x faster there. The cost, for short parallel chats: llama-server alone, 4 parallel streams of 128
+tokens on short prompts, two runs each, decoded 146 and 132 tok/s with it on against 112 and 93 off (on is ~1.3x
+faster). Maya keeps the choice that serves agent work. Reports on llama.cpp's tracker agree for other CPUs' prefill
+(issues #26559 and #27086, Arm Neoverse). An operator whose CPU or workload does better with it adds
+`--engine-arg=--flash-attn --engine-arg=on` (operator flags come after Maya's, and llama-server keeps the last
+value it is given)."""
+GPU_FLASH_ATTENTION = "auto"
+"""`--flash-attn` when llama-server has a GPU device and `--gpu-layers` is not 0: llama.cpp's own default, which
+turns it on where the device's backend supports it (CUDA, ROCm, Vulkan, Metal kernels; flash attention is their
+fast path, with less memory for the KV cache). Not measured against `off` here: this machine has no GPU (lavapipe,
+Mesa's Vulkan on the CPU, says nothing about a real GPU's speed); `bench/gpu_check.sh` is the measurement to run
+on one."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -105,6 +115,8 @@ class LlamaServerOptions:
     mmproj: str | None = None
     extra_args: tuple[str, ...] = ()
     """The operator's own llama-server flags (`--engine-arg`), after Maya's."""
+    flash_attn: str = FLASH_ATTENTION
+    """`FLASH_ATTENTION` on the CPU, `GPU_FLASH_ATTENTION` with layers on a GPU (decided at start-up)."""
 
 
 class LlamaServerProcess:
@@ -128,6 +140,10 @@ class LlamaServerProcess:
         self.state = ChildState.STARTING
         self.restarts = 0
         self.pid: int | None = None
+        self.offload: tuple[int, int] | None = None
+        """(layers on GPU devices, layers in all), from the child's `offloaded N/M layers to GPU` line."""
+        self.used_devices: tuple[str, ...] = ()
+        """The devices the model was loaded onto (the child's `using device NAME` lines)."""
         self._process: subprocess.Popen | None = None
         self._stopping = threading.Event()
         self._ready = threading.Event()
@@ -195,6 +211,7 @@ class LlamaServerProcess:
         if os.path.exists(self.socket_path):
             os.unlink(self.socket_path)  # a dead child's socket file would make the next bind fail
         began = time.monotonic()
+        self.offload, self.used_devices = None, ()  # each start says them anew
         self._process = _spawn(self._argv())
         self.pid = self._process.pid
         reader = threading.Thread(target=self._forward_log, args=(self._process,), name="llama-server-log", daemon=True)
@@ -218,7 +235,7 @@ class LlamaServerProcess:
             # Maya chooses each request's slot (`id_slot`, slot_choice.py); at 1 no slot ever counts as similar
             # enough to keep as it is, so llama-server restores a better state from its RAM cache first
             "--slot-prompt-similarity", "1",
-            "--flash-attn", FLASH_ATTENTION,
+            "--flash-attn", o.flash_attn,
         ]
         if o.threads:
             argv += ["--threads", str(o.threads)]
@@ -255,6 +272,16 @@ class LlamaServerProcess:
             if line:
                 self._tail.append(line)
                 child_log.info("%s", line)
+                self._note_devices(line)
+
+    def _note_devices(self, line: str) -> None:
+        """Keep what the child says about where the model went (it says it once per start, while loading)."""
+        offload = parse_offload(line)
+        if offload is not None:
+            self.offload = offload
+        used = parse_used_device(line)
+        if used is not None and used not in self.used_devices:
+            self.used_devices = (*self.used_devices, used)
 
     def _terminate(self) -> None:
         process = self._process

@@ -21,6 +21,20 @@ binary may use instructions another CPU lacks, the cache KEY hashes the CPU's
 feature flags with the build options: a home directory moved to another
 machine rebuilds instead of dying with SIGILL.
 
+Which GPU backends. Each one whose toolchain is found (`llama_server_backends.py`:
+CUDA with cuBLAS, HIP, Vulkan, Metal on macOS) is built too, and the cache key
+includes them. On x86-64 Linux a build with a GPU backend loads its backends at
+run time (`GGML_BACKEND_DL`): the cache entry is `llama-server` beside its
+libraries (`libggml-cpu.so`, `libggml-vulkan.so`, …, found through an `$ORIGIN`
+rpath), and a backend whose driver is missing is skipped when the server starts,
+so the same entry runs on the CPU of a machine without the GPU. ggml refuses
+`-march=native` with run-time loading, so that CPU backend is built for this CPU's
+instruction sets named one by one (`cpu_feature_options`: AVX2, AVX-512, … as
+/proc/cpuinfo lists them), AMX never among them and `-mno-amx-*` still given. A
+CPU-only build is the single static file as before (same options, same key).
+`backends.json` beside the binary records what was built and why the rest was
+skipped, for the start-up messages (`built_backends`).
+
     python -m maya_server.engine.llama_server_build    # prints the binary's path, building it if needed
 """
 
@@ -28,6 +42,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import platform
 import re
@@ -39,6 +54,8 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
+
+from .llama_server_backends import BackendPlan, plan_backends
 
 LLAMA_CPP_SOURCE_VERSION = "0.3.36"
 """The llama-cpp-python sdist whose `vendor/llama.cpp` we build: the pinned engine, and the cache key."""
@@ -60,22 +77,72 @@ AVOIDED_CPU_FEATURES = ("amx-tile", "amx-int8", "amx-bf16")
 _PROGRESS = re.compile(r"^\[\s*(\d+)%\]|^\[(\d+)/(\d+)\]")
 """cmake's Makefile progress (`[ 42%] Building …`) or Ninja's (`[12/345] …`)."""
 PROGRESS_STEP = 10
+RUNTIME_LOADING_OPTIONS = (
+    "-DGGML_BACKEND_DL=ON",  # each backend a library loaded at start-up; one whose driver is missing is skipped
+    "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN",  # the binary finds libllama/libggml beside it in the cache, wherever that is
+)
+CPU_FEATURE_OPTIONS = (
+    ("SSE42", ("sse4_2",)), ("AVX", ("avx",)), ("F16C", ("f16c",)), ("FMA", ("fma",)), ("BMI2", ("bmi2",)),
+    ("AVX2", ("avx2",)), ("AVX_VNNI", ("avx_vnni",)),
+    ("AVX512", ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")),
+    ("AVX512_VBMI", ("avx512vbmi",)), ("AVX512_VNNI", ("avx512_vnni",)), ("AVX512_BF16", ("avx512_bf16",)),
+)
+"""ggml's x86 instruction-set options and the /proc/cpuinfo flags each needs: the run-time-loaded CPU backend is
+built for the sets this CPU has. AMX is deliberately absent (`AVOIDED_CPU_FEATURES`)."""
+MANIFEST = "backends.json"
 
 
-def cmake_options() -> tuple[str, ...]:
-    """The configure options: `CMAKE_OPTIONS`, plus compiler flags that switch off `AVOIDED_CPU_FEATURES` on x86."""
-    if not _is_x86():
-        return CMAKE_OPTIONS
-    flags = " ".join(f"-mno-{feature}" for feature in AVOIDED_CPU_FEATURES)
-    return (*CMAKE_OPTIONS, f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}")
+def cmake_options(plan: BackendPlan | None = None) -> tuple[str, ...]:
+    """The configure options: `CMAKE_OPTIONS`, plus compiler flags that switch off `AVOIDED_CPU_FEATURES` on x86,
+    plus the GPU backends of `plan` (this machine's, by default). On x86-64 Linux with a GPU backend the backends
+    are loaded at run time, and the CPU backend is built for this CPU's instruction sets by name."""
+    plan = plan_backends() if plan is None else plan
+    options = CMAKE_OPTIONS
+    if runtime_loading(plan):
+        options = tuple(_replace_option(o, {"BUILD_SHARED_LIBS": "ON", "GGML_NATIVE": "OFF"}) for o in options)
+        options = (*options, *RUNTIME_LOADING_OPTIONS, *cpu_feature_options(_cpu_features()))
+    if _is_x86():
+        flags = " ".join(f"-mno-{feature}" for feature in AVOIDED_CPU_FEATURES)
+        options = (*options, f"-DCMAKE_C_FLAGS={flags}", f"-DCMAKE_CXX_FLAGS={flags}")
+    return (*options, *plan.options())
 
 
-def cached_binary() -> Path:
+def runtime_loading(plan: BackendPlan) -> bool:
+    """Whether the build loads its backends at run time: x86-64 Linux with a GPU backend. (ggml's run-time loading
+    of a native CPU backend is x86-only here; elsewhere a GPU backend is linked in, as on macOS.)"""
+    return bool(plan.built) and _is_x86() and sys.platform.startswith("linux")
+
+
+def cpu_feature_options(features: str) -> tuple[str, ...]:
+    """`-DGGML_AVX2=ON`, … for the instruction sets in `features` (/proc/cpuinfo's flags), OFF for the rest and
+    for AMX."""
+    present = set(features.split())
+    options = [f"-DGGML_{name}={'ON' if set(needs) <= present else 'OFF'}" for name, needs in CPU_FEATURE_OPTIONS]
+    return (*options, "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF")
+
+
+def _replace_option(option: str, values: dict[str, str]) -> str:
+    name = option.removeprefix("-D").split("=", 1)[0]
+    return f"-D{name}={values[name]}" if name in values else option
+
+
+def cached_binary(plan: BackendPlan | None = None) -> Path:
     """Where the binary lives once built (it may not exist yet): keyed by the pinned version, the build options
-    and this CPU's features, so a native binary is never run on a CPU it was not built for."""
+    (the backends among them) and this CPU's features, so a native binary is never run on a CPU it was not built
+    for."""
     root = os.environ.get("MAYA_LLAMA_SERVER_CACHE") or str(Path.home() / ".cache" / "maya")
-    key = hashlib.sha256("\n".join([*cmake_options(), _cpu_features()]).encode()).hexdigest()[:12]
+    key = hashlib.sha256("\n".join([*cmake_options(plan), _cpu_features()]).encode()).hexdigest()[:12]
     return Path(root) / f"llama-server-{LLAMA_CPP_SOURCE_VERSION}-{key}" / BINARY_NAME
+
+
+def built_backends(binary: Path) -> dict | None:
+    """What the build of `binary` recorded: `{"backends": ["cpu", "vulkan"], "skipped": {name: why}}`, or None for a
+    binary Maya did not build (or one built before the record was kept)."""
+    try:
+        return json.loads((binary.parent / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _is_x86() -> bool:
@@ -97,14 +164,15 @@ def _cpu_features() -> str:
 
 def ensure_binary() -> Path:
     """The cached binary, building it first when it is missing (one builder at a time)."""
-    binary = cached_binary()
+    plan = plan_backends()
+    binary = cached_binary(plan)
     if _is_executable(binary):
         return binary
     binary.parent.mkdir(parents=True, exist_ok=True)
     with open(binary.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a concurrent build waits here, then finds the binary
         if not _is_executable(binary):
-            _build(binary)
+            _build(binary, plan)
     return binary
 
 
@@ -112,23 +180,39 @@ def _is_executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def _build(binary: Path) -> None:
+BUILD_MINUTES = {"cpu": 5, "vulkan": 10, "cuda": 60, "hip": 60}
+"""Rough minutes each backend adds on two cores, for the message only. CPU: about 5, measured. Vulkan: its build
+took 1,221 s of CPU time (20 min) with the CPU backend and the libraries, 43.5 min wall on a 2-core VM shared with
+other builds; about 10 more minutes on two free cores (docs/pending-gpu.md). CUDA and HIP: not measured here, a
+guess (llama.cpp's kernels)."""
+
+
+def _build(binary: Path, plan: BackendPlan) -> None:
     started = time.monotonic()
+    for line in plan.report():
+        _say(line)
     with tempfile.TemporaryDirectory(prefix="maya-llama-server-") as work:
         work_dir = Path(work)
         source = _fetch_source(LLAMA_CPP_SOURCE_VERSION, work_dir)
         build = work_dir / "build"
         _say("configuring llama-server (cmake)")
-        _run(["cmake", "-S", str(source), "-B", str(build), *_generator(), *cmake_options()])
+        _run(["cmake", "-S", str(source), "-B", str(build), *_generator(), *cmake_options(plan)])
         jobs = str(os.cpu_count() or 2)
-        _say(f"compiling llama-server with {jobs} jobs (about 5 minutes on two cores; cached afterwards)")
+        minutes = sum(BUILD_MINUTES.get(name, 0) for name in plan.names)
+        _say(f"compiling llama-server ({', '.join(plan.names)}) with {jobs} jobs (about {minutes} minutes on two "
+             "cores; cached afterwards)")
         _run(["cmake", "--build", str(build), "--target", BINARY_NAME, "--config", "Release", "-j", jobs],
              progress=True)
         built = next(build.rglob(BINARY_NAME))
+        if runtime_loading(plan):
+            for library in sorted(built.parent.glob("lib*.so*")):  # libllama, libggml*, the backends; links as links
+                shutil.copy2(library, binary.parent / library.name, follow_symlinks=False)
+        manifest = {"backends": list(plan.names), "skipped": plan.skipped, "runtime_loading": runtime_loading(plan)}
+        (binary.parent / MANIFEST).write_text(json.dumps(manifest, indent=1))
         staged = binary.with_suffix(".partial")
         shutil.copy2(built, staged)
-        staged.replace(binary)  # atomic: a half-copied file is never taken for the binary
-    _say(f"built {binary} in {time.monotonic() - started:.0f}s")
+        staged.replace(binary)  # atomic and last: a half-copied entry is never taken for the binary
+    _say(f"built {binary} ({', '.join(plan.names)}) in {time.monotonic() - started:.0f}s")
 
 
 def _fetch_source(version: str, work_dir: Path) -> Path:
@@ -154,27 +238,49 @@ def _run(command: list[str], *, progress: bool = False) -> None:
     """Run one build step; its output is kept for the error report, and with `progress` its
     percentage is printed every `PROGRESS_STEP` percent."""
     tail: deque[str] = deque(maxlen=200)
-    shown = -PROGRESS_STEP
+    progress_of = BuildProgress()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     for line in process.stdout:
         tail.append(line)
-        percent = _percent(line) if progress else None
-        if percent is not None and percent >= shown + PROGRESS_STEP:
-            shown = percent - percent % PROGRESS_STEP
+        shown = progress_of.feed(line) if progress else None
+        if shown is not None:
             _say(f"  llama-server build {shown}%")
     if process.wait() != 0:
         sys.stderr.write("".join(tail))
         raise RuntimeError(f"building llama-server failed: {' '.join(command[:4])} … exited {process.returncode}")
 
 
-def _percent(line: str) -> int | None:
+class BuildProgress:
+    """The build's percentage, every `PROGRESS_STEP` percent. A nested build (the Vulkan backend builds its shader
+    generator as a project of its own) prints its own `[1/2]`, which is not the build's: only steps counted
+    against the largest total seen are taken."""
+
+    def __init__(self) -> None:
+        self.shown = -PROGRESS_STEP
+        self.total = 0
+
+    def feed(self, line: str) -> int | None:
+        """The percentage to print for `line`, if it reaches the next step."""
+        step = _progress(line)
+        if step is None or step[1] < self.total:
+            return None
+        self.total = step[1]
+        percent = 100 * step[0] // max(1, step[1])
+        if percent < self.shown + PROGRESS_STEP:
+            return None
+        self.shown = percent - percent % PROGRESS_STEP
+        return self.shown
+
+
+def _progress(line: str) -> tuple[int, int] | None:
+    """(done, total) of a Makefile (`[ 42%]`: out of 100) or Ninja (`[12/345]`) progress line."""
     match = _PROGRESS.match(line)
     if match is None:
         return None
     if match.group(1) is not None:
-        return int(match.group(1))
-    return 100 * int(match.group(2)) // max(1, int(match.group(3)))
+        return int(match.group(1)), 100
+    return int(match.group(2)), int(match.group(3))
 
 
 def _say(message: str) -> None:
@@ -183,7 +289,11 @@ def _say(message: str) -> None:
 
 def main() -> int:
     try:
-        print(ensure_binary())
+        binary = ensure_binary()
+        built = built_backends(binary) or {"backends": ["cpu"], "skipped": {}}
+        _say(f"llama-server's backends: {', '.join(built['backends'])}"
+             + "".join(f"; skipped {name}: {why}" for name, why in built.get("skipped", {}).items()))
+        print(binary)
     except (RuntimeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

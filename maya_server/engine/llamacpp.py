@@ -13,6 +13,15 @@ would report its ChatML fallback for a file without one); the edge decides the
 family from it. The child process itself (private socket,
 restarts, no orphans) is `llama_server.py`.
 
+Which llama-server: the one Maya builds (`llama_server_build.py`, with the GPU
+backends the machine can compile), or the operator's own (`--llama-server
+PATH`), whose flags and endpoints are checked first (`llama_server_check.py`).
+Which devices: the binary lists them before the child starts
+(`llama_devices.py`); the child's log then says how many layers went there.
+Both are logged at start-up and reported in `/v1/status`, and `--gpu-layers N`
+with no device is a WARNING saying why. Flash attention is off on the CPU and
+llama.cpp's `auto` with layers on a GPU (`FLASH_ATTENTION`, `GPU_FLASH_ATTENTION`).
+
 With `--mmproj FILE` the child loads the model's multimodal projector and takes
 images (the upstream engine's vision path); the context one image takes is
 measured at start-up.
@@ -28,6 +37,7 @@ exits 2 on either); neither leaves a child behind.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Iterator
@@ -42,8 +52,13 @@ from ..model.hf_tokenizer import HfTokenizer
 from ..model.tokenizer import Tokenizer
 from .base import DEFAULT_CTX
 from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S
-from .llama_server import BASE_URL, ChildState, LlamaServerOptions, LlamaServerProcess
-from .llama_server_build import ensure_binary
+from .llama_devices import Device, list_devices, no_device_warning, planned_offload
+from .llama_server import (
+    BASE_URL, FLASH_ATTENTION, GPU_FLASH_ATTENTION, ChildState, LlamaServerOptions, LlamaServerProcess,
+    child_environment,
+)
+from .llama_server_build import built_backends, ensure_binary
+from .llama_server_check import check_endpoints, check_flags
 from .llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
 from .upstream import UpstreamEngine
 from .upstream_probe import measure_image_tokens, probe_upstream
@@ -87,6 +102,8 @@ class EmbeddedOptions:
     """Seconds llama-server may take to tokenize one prompt text run (past it: `PromptTooLarge`)."""
     extra_args: tuple[str, ...] = ()
     """The operator's own llama-server flags."""
+    llama_server: str | None = None
+    """The operator's own llama-server binary, instead of the one Maya builds."""
 
 
 class LlamaCppEngine(UpstreamEngine):
@@ -101,6 +118,12 @@ class LlamaCppEngine(UpstreamEngine):
         self.model_path = process.options.model
         self.chat_template = chat_template
         self.blocking_tokenizer = isinstance(tokenizer, LlamaServerTokenizer)
+        self.devices: list[Device] = []
+        """The GPU devices llama-server lists (none: it computes on the CPU)."""
+        self.build: dict | None = None
+        """What Maya's build of llama-server holds (`built_backends`); None for the operator's own binary."""
+        self.layers: int | None = None
+        """The model's layers as llama.cpp counts them for offloading: its blocks plus the output layer."""
         if not self.accepts_images:
             self.images_refusal = NO_PROJECTOR  # `engine_setup` adds the setting that gives one
 
@@ -115,13 +138,22 @@ class LlamaCppEngine(UpstreamEngine):
         vocabulary = _vocabulary(metadata)
         trained = training_context(metadata)
         ctx = options.ctx or trained or DEFAULT_CTX
-        process = LlamaServerProcess(child_options(options, binary=_binary(), ctx=ctx))
+        binary = _binary(options)
+        build = None if options.llama_server else built_backends(binary) or {"backends": ["cpu"], "skipped": {}}
+        devices = _devices(binary, options, build)
+        on_gpu = bool(devices) and options.gpu_layers != 0
+        process = LlamaServerProcess(child_options(options, binary=binary, ctx=ctx,
+                                                   flash_attn=GPU_FLASH_ATTENTION if on_gpu else FLASH_ATTENTION))
         log.info("starting llama-server for %s: %d slots x %d tokens (%s), prompt cache %d MiB",
                  Path(options.model).name, options.slots, ctx, _context_origin(options.ctx, trained),
                  options.cache_ram_mib)
         process.start()  # an EngineStartError has stopped the child already
+        layers = _layers(metadata)
+        log.info("%s", placement(process, devices, layers))
         client = httpx.Client(transport=process.transport(), base_url=BASE_URL, headers=process.headers(), timeout=30)
         try:
+            if options.llama_server:
+                check_endpoints(client, vocabulary, binary)
             info = probe_upstream(client)
             tokenizer: Tokenizer = (
                 HfTokenizer.from_model_dir(options.tokenizer_dir) if options.tokenizer_dir is not None
@@ -134,6 +166,7 @@ class LlamaCppEngine(UpstreamEngine):
             engine.image_tokens = image_tokens
             if engine.blocking_tokenizer:  # llama-server's own tokenizer; a tokenizer_dir's may normalize text
                 engine.max_token_bytes = vocabulary.max_token_bytes()
+            engine.devices, engine.build, engine.layers = devices, build, layers
             if not engine.blocking_tokenizer:
                 client.close()  # only llama-server's own tokenizer keeps it
             return engine
@@ -152,7 +185,23 @@ class LlamaCppEngine(UpstreamEngine):
         return self.tokenizer
 
     def describe(self) -> dict:
-        return {**super().describe(), "model_path": self.model_path, "process": self.process.describe()}
+        return {**super().describe(), "model_path": self.model_path, "process": self.process.describe(),
+                "llama_server": self.describe_placement()}
+
+    def describe_placement(self) -> dict:
+        """Which llama-server, its backends, the devices it lists and uses, and the layers it put on them."""
+        options = self.process.options
+        gpu, total = self.process.offload or planned_offload(self.layers, options.gpu_layers, self.devices)
+        return {
+            "binary": str(options.binary),
+            "built_by_maya": self.build is not None,
+            "backends": self.build["backends"] if self.build else None,
+            "devices": [{**device.describe(), "used": _used(self.process, device, gpu)} for device in self.devices],
+            "layers_offloaded": {"gpu": gpu, "total": total,
+                                 "from": "llama-server's log" if self.process.offload else "worked out"},
+            "gpu_layers": options.gpu_layers,
+            "flash_attn": options.flash_attn,
+        }
 
     def metric_collectors(self) -> list:
         collectors = [*super().metric_collectors(), LlamaServerCollector(self.process)]
@@ -250,7 +299,53 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _binary() -> Path:
+def placement(process: LlamaServerProcess, devices: list[Device], layers: int | None) -> str:
+    """The start-up line that says where the model runs."""
+    gpu, total = process.offload or planned_offload(layers, process.options.gpu_layers, devices)
+    used = [device for device in devices if _used(process, device, gpu)]
+    flash = f"flash attention {process.options.flash_attn}"
+    if gpu is None:
+        return (f"llama-server offloads the layers of {total} that fit (its --fit; the count is in its log at "
+                f"--engine-arg=-lv --engine-arg=4) to {', '.join(map(str, devices))}; {flash}")
+    if gpu > 0:
+        return f"llama-server offloaded {gpu}/{total} layers to {', '.join(map(str, used or devices))}; {flash}"
+    found = f"it lists {', '.join(map(str, devices))}" if devices else "it lists no GPU device"
+    return f"llama-server runs the model on the CPU ({total} layers): {found}; {flash}"
+
+
+def _used(process: LlamaServerProcess, device: Device, gpu: int | None) -> bool:
+    """Whether the model went to `device`: as the child's log says, else every listed device when layers were
+    offloaded (llama.cpp splits layers over all the devices it lists by default)."""
+    if process.used_devices:
+        return device.name in process.used_devices
+    return gpu is None or gpu > 0
+
+
+def _layers(metadata: dict) -> int | None:
+    """The model's blocks plus its output layer: what llama.cpp's `offloaded N/M layers` counts."""
+    blocks = metadata.get(f"{metadata.get('general.architecture')}.block_count")
+    return blocks + 1 if isinstance(blocks, int) and not isinstance(blocks, bool) else None
+
+
+def _devices(binary: Path, options: EmbeddedOptions, build: dict | None) -> list[Device]:
+    """The GPU devices `binary` lists, with Maya's WARNING when `--gpu-layers N` asks for some and there are none."""
+    devices = list_devices(binary, child_environment())
+    if devices:
+        log.info("llama-server lists %s", "; ".join(map(str, devices)))
+    elif options.gpu_layers:
+        log.warning("%s", no_device_warning(options.gpu_layers, build["backends"] if build else None,
+                                            build.get("skipped", {}) if build else {}))
+    return devices
+
+
+def _binary(options: EmbeddedOptions) -> Path:
+    """The operator's llama-server (its flags checked), or Maya's own, built if it is missing."""
+    if options.llama_server is not None:
+        binary = Path(options.llama_server)
+        if not (binary.is_file() and os.access(binary, os.X_OK)):
+            raise EngineOptionError("llama_server", f"{binary} is not an executable file", value=str(binary))
+        check_flags(binary, mmproj=options.mmproj is not None)
+        return binary
     try:
         return ensure_binary()
     except (RuntimeError, OSError) as exc:
