@@ -75,6 +75,12 @@ class ResponsesSettings:
     stream_owner_readers: int = ROWS["STREAM_OWNER_READERS"].default
     stream_timeout_s: int = ROWS["STREAM_TIMEOUT_S"].default
 
+    @property
+    def snapshot_limit(self) -> int:
+        """The largest single response snapshot either store keeps: past any of these bounds it could be stored
+        but never held, or never continued (the assembly budget expands it whole)."""
+        return min(self.entry_bytes, self.cache_bytes, self.owner_bytes or self.cache_bytes, self.assembly_bytes)
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "ResponsesSettings":
         values = {}

