@@ -1,6 +1,6 @@
 """Codex CLI (`@openai/codex`, pinned in package.json) completes a tool round trip against Maya, offline.
 
-`codex exec` with the README's `config.toml` (`codex_config.toml`, only its base_url
+`codex exec` with docs/clients.md's `config.toml` (`codex_config.toml`, only its base_url
 pointed at the test's Maya) in a temporary CODEX_HOME: the scripted GLM model calls
 Codex's `exec_command` tool, Codex runs the command and sends its output back, and the
 model's answer is what `codex exec` prints. Codex's first request is large (~40 KB of
@@ -35,7 +35,7 @@ def test_codex_exec_runs_a_tool_round_trip(maya, tmp_path):
     work.mkdir()
     config = CONFIG.read_text()
     recipe = config.split("\n", 1)[1]  # all but the comment naming this file
-    assert README_BASE_URL in recipe and recipe in Path(__file__).parents[2].joinpath("README.md").read_text()
+    assert README_BASE_URL in recipe and recipe in Path(__file__).parents[2].joinpath("docs", "clients.md").read_text()
     (home / "config.toml").write_text(config.replace(README_BASE_URL, server.url + "/v1"))
     codex = ensure_installed() / ".bin" / "codex"
     result = subprocess.run(
