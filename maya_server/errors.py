@@ -34,6 +34,7 @@ Beside the tree, the exceptions that never reach a client as an API error:
     ConfigError         a bad setting, naming it: the CLI prints it and exits 2
     EngineStartError    llama-server did not come up: its signal, log tail and what to try (start-up: exit 2;
                         later: a restart)
+    BackendUnavailable  `MAYA_LLAMA_SERVER_BACKENDS` names a backend the build cannot have (the build stops)
     EngineOptionError   an engine cannot start with a value it was given: which option, the value, what is wrong
                         (facts only: `engine_setup` words it as the ConfigError naming the setting)
     ClientGone          the client disconnected: the work stops, nothing is answered
@@ -233,6 +234,10 @@ class EngineOptionError(Exception):
         self.problem = problem
         self.value = value
         self.reason = reason
+
+
+class BackendUnavailable(RuntimeError):
+    """`MAYA_LLAMA_SERVER_BACKENDS` names a backend whose toolchain is missing, or none Maya knows."""
 
 
 class EngineStartError(RuntimeError):

@@ -38,6 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import BackendUnavailable
 from . import vulkan_headers
 
 GPU_BACKENDS = ("cuda", "hip", "vulkan", "metal")
@@ -76,10 +77,6 @@ class BackendPlan:
         lines += [f"  {backend.name}: {backend.reason}" for backend in self.built]
         lines += [f"  skipping {name}: {why}" for name, why in self.skipped.items()]
         return lines
-
-
-class BackendUnavailable(RuntimeError):
-    """`MAYA_LLAMA_SERVER_BACKENDS` names a backend whose toolchain is missing."""
 
 
 def plan_backends(wanted: str | None = None) -> BackendPlan:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from maya_server.engine import llama_server_backends, llama_server_build
-from maya_server.engine.llama_server_backends import BackendUnavailable, plan_backends
+from maya_server.engine.llama_server_backends import plan_backends
+from maya_server.errors import BackendUnavailable
 from maya_server.engine.llama_server_build import cached_binary, cmake_options
 
 
