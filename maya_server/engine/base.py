@@ -227,6 +227,11 @@ class Engine(ABC):
         process), read at scrape time; each app registers them in its own registry."""
         return []
 
+    def share_affinity(self, shared) -> bool:
+        """Route with the prefix affinity several Maya replicas share (`engine/shared_affinity.SharedAffinity`;
+        None: stop); True if this engine routes among replicas by affinity and took it."""
+        return False
+
     async def close(self) -> None:
         """Release the engine's resources."""
 
