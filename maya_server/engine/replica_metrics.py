@@ -27,8 +27,9 @@ class ReplicaCollector:
     def collect(self) -> Iterator[Metric]:
         yield from self._replicas()
         yield from self._table()
-        if self._engine.shared is not None:
-            yield from self._shared(self._engine.shared.figures)
+        shared = getattr(self._engine, "shared", None)  # None: each Maya routes on its own table
+        if shared is not None:
+            yield from self._shared(shared.figures)
 
     def _replicas(self) -> Iterator[Metric]:
         engine = self._engine
