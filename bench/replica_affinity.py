@@ -203,17 +203,17 @@ def main() -> None:
         else:
             figures = {routing: summary(run_trace(routing, model, tokenizer_dir, instructions, opts, log_dir))
                        for routing in ROUTINGS}
+    best = "shared" if opts.mayas > 1 else "affinity"
     fleet = f"{opts.mayas} Mayas (alternating client, one Redis) x " if opts.mayas > 1 else ""
     print(f"{fleet}2 llama-server replicas x {SLOTS_PER_REPLICA} slots ({'LCP' if opts.lcp_slots else 'LRU'} slot choice), "
           f"{opts.sessions} sessions x {opts.turns} turns, "
           f"~{opts.instructions_tokens}-token shared instructions, {ANSWER_TOKENS}-token answers "
-          f"(continuation prompt median {figures['affinity']['prompt']:.0f} tokens)")
+          f"(continuation prompt median {figures[best]['prompt']:.0f} tokens)")
     for routing, f in figures.items():
         print(f"{routing:12s} continuation cached {f['cached']:.3f}   "
               f"continuation TTFT median {f['ttft'] * 1000:7.0f} ms  p90 {f['p90'] * 1000:7.0f} ms   first-turn TTFT median {f['first'] * 1000:7.0f} ms")
         print(f"{'':12s} routed: " + ", ".join(f"{reason} {count:.0f}" for reason, count in sorted(ROUTES[routing].items())
                                                  if count))
-    best = "shared" if opts.mayas > 1 else "affinity"
     a, r = figures[best], figures["round-robin"]
     print(f"{best} / round-robin: cached ratio {a['cached'] / r['cached']:.2f}x, "
           f"continuation TTFT {a['ttft'] / r['ttft']:.2f}x (median), {a['p90'] / r['p90']:.2f}x (p90)")

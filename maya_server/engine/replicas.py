@@ -86,6 +86,7 @@ class ReplicaSetEngine(Engine):
         """Requests routed, by replica and reason (`maya:replica_routes_total`)."""
         self.shared: SharedAffinity | None = None
         """Where other Maya replicas sent prompts (`share_affinity`); None: this Maya's own table only."""
+        self._slot_choosers = [r.engine.slot_chooser for r in replicas]
 
     @classmethod
     def connect(cls, options: ReplicaSetOptions) -> "ReplicaSetEngine":
@@ -126,10 +127,21 @@ class ReplicaSetEngine(Engine):
             replica.engine.prefill_concurrency = limit
 
     def share_affinity(self, shared: SharedAffinity | None) -> bool:
-        """Route with (or, given None, without) the affinity other Maya replicas share; with affinity routing only."""
+        """Route with (or, given None, without) the affinity other Maya replicas share; with affinity routing only.
+
+        Sharing also leaves llama-server replicas their own slot choice. Maya pins a llama-server slot by its
+        record of what each slot holds (`slot_choice.py`), but other Mayas send to the same slots: the record
+        would be wrong whenever another Maya took the slot, and two Mayas would pin one slot while another
+        idles (the second request queued behind the first). Measured with two Mayas and an alternating client
+        (bench/replica_affinity.py --mayas 2), pinning kept 0.77 of continuation prompts cached, however
+        routed. llama-server's own choice (least recently used with `--slot-prompt-similarity 0`) restores each
+        conversation from its RAM prompt cache (`--cache-ram`) instead. With the caches isolated per key,
+        prompts are then sent with `cache_prompt: false` (a slot's owner is unknown)."""
         if self.router.mode != "affinity":
             return False
         self.shared = shared
+        for replica, chooser in zip(self.replicas, self._slot_choosers):
+            replica.engine.slot_chooser = chooser if shared is None else None
         return True
 
     async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
