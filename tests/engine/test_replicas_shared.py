@@ -178,3 +178,26 @@ def test_shared_affinity_off_with_a_ttl_of_zero(mayas, upstreams):
         assert http.get("/v1/status").json()["engine"]["routing"]["shared_affinity"] is None
         assert "maya:replica_affinity_shared_" not in http.get("/metrics/prometheus").text
 
+
+
+@pytest.mark.parametrize("ttl, pinned", [(3600, False), (0, True)])
+def test_a_fleet_leaves_llama_server_its_own_slot_choice(tokenizer_dir, ttl, pinned):
+    """Maya's records of what each llama-server slot holds are its own; other Mayas send to the same slots, so
+    Mayas that share their affinity send no `id_slot` (llama-server chooses), and a lone one still pins."""
+    upstreams = [FakeUpstream("llama-server", smollm2_tokenizer()) for _ in range(2)]
+    config = ServerConfig(engine="upstream", family="chatml", upstream_url=tuple(u.url for u in upstreams),
+                          tokenizer=tokenizer_dir, upstream_read_timeout=30.0, store=shared_redis().url,
+                          store_prefix=unique_prefix(), replica_affinity_shared_ttl_s=ttl)
+    servers = [RunningServer(config, create_engine(config)) for _ in range(2)]
+    try:
+        a, b = servers
+        send(a, upstreams, turns("rivers", 1))
+        settle(a)
+        send(b, upstreams, turns("rivers", 2))
+        sent = [request for u in upstreams for request in u.requests if "prompt" in request or "tokens" in request]
+        assert len(sent) == 2 and all(("id_slot" in request) == pinned for request in sent)
+    finally:
+        for server in servers:
+            server.stop()
+        for upstream in upstreams:
+            upstream.stop()
