@@ -22,6 +22,7 @@ from .errors import JobCleanupError, NotFoundError
 from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
+from .engine.shared_affinity import SharedAffinity
 from .pipeline.generation import GenerationService
 from .pipeline.cache_scope import isolates
 from .pipeline.prepare_lanes import PrepareLanes, PrepareLanesCollector
@@ -52,6 +53,7 @@ from .responses.settings import ResponsesSettings
 from .responses.store_open import open_store
 from .responses.collectors import JobCollector, StoreCollector
 from .responses.jobs import JobManager
+from .responses.redis_affinity import RedisAffinity
 
 
 def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] | None = None,
@@ -68,6 +70,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
             await store.delete(job.owner, job.id)
 
     jobs = JobManager(settings, clock=clock or time.monotonic, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
+    shared = share_affinity(config, engine, store)
     metrics = Metrics()
     metrics.registry.register(StoreCollector(store))
     metrics.registry.register(JobCollector(jobs))
@@ -119,6 +122,9 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
             finally:
                 images.close()
                 lanes.close()
+                if shared is not None:
+                    engine.share_affinity(None)
+                    await shared.close()
                 await store.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,
@@ -144,6 +150,18 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     app.include_router(status_router(config, service, ["/v1/chat/completions", "/v1/responses"], sections=sections))
 
     return app
+
+
+def share_affinity(config: ServerConfig, engine: Engine, store) -> SharedAffinity | None:
+    """With a Redis store and engine replicas routed by affinity, the Maya replicas share where each prompt went
+    (`engine/shared_affinity.py`), through the store's connection pool; None otherwise, or with the TTL at 0."""
+    link = getattr(store, "link", None)
+    if link is None or not config.replica_affinity_shared_ttl_s:
+        return None
+    shared = SharedAffinity(RedisAffinity(link), ttl_s=config.replica_affinity_shared_ttl_s,
+                            lookup_blocks=config.replica_affinity_shared_lookup_blocks,
+                            timeout_s=config.store_command_timeout)
+    return shared if engine.share_affinity(shared) else None
 
 
 async def responses_figures(store, jobs: JobManager, records: ResponseRecords) -> dict:

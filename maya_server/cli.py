@@ -148,6 +148,13 @@ def _upstream_options(up: argparse._ArgumentGroup) -> None:
     up.add_argument("--replica-affinity-entries", dest="replica_affinity_entries", metavar="N",
                     help="prefix blocks of 16 tokens the affinity table remembers "
                          f"(default {_default('replica_affinity_entries')})")
+    up.add_argument("--replica-affinity-shared-ttl-s", dest="replica_affinity_shared_ttl_s", metavar="S",
+                    help="with --store redis://… and several upstream URLs: seconds the Maya replicas share where "
+                         "each prompt went, so a conversation reaches its engine replica through any Maya; 0: off "
+                         f"(default {_default('replica_affinity_shared_ttl_s')})")
+    up.add_argument("--replica-affinity-shared-lookup-blocks", dest="replica_affinity_shared_lookup_blocks",
+                    metavar="N", help="prefix blocks of 16 tokens, from a prompt's end, looked up in Redis "
+                                      f"(default {_default('replica_affinity_shared_lookup_blocks')})")
     up.add_argument("--replica-probe-s", dest="replica_probe_s", metavar="S",
                     help="seconds between checks of a replica taken out after a failure "
                          f"(default {_default('replica_probe_s')})")

@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 import orjson
 
 from .engine.defaults import (
-    AFFINITY_ENTRIES, CACHE_RAM_MIB, CONNECT_TIMEOUT_S, READ_TIMEOUT_S, REPLICA_CHECK_S, REPLICA_CHECK_TIMEOUT_S,
-    REPLICA_PROBE_S, REPLICA_ROUTING, TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S,
+    AFFINITY_ENTRIES, AFFINITY_SHARED_LOOKUP_BLOCKS, AFFINITY_SHARED_TTL_S, CACHE_RAM_MIB, CONNECT_TIMEOUT_S,
+    READ_TIMEOUT_S, REPLICA_CHECK_S, REPLICA_CHECK_TIMEOUT_S, REPLICA_PROBE_S, REPLICA_ROUTING, TOKENIZE_CACHE_MIB,
+    TOKENIZE_TIMEOUT_S,
 )
 from .errors import ConfigError
 from .families import FAMILY_NAMES as FAMILIES
@@ -137,6 +138,11 @@ class ServerConfig:
     that holds its prefix; new ones go to the least loaded) or `round-robin` (each request to the next replica)."""
     replica_affinity_entries: int = AFFINITY_ENTRIES
     """Prefix blocks (16 prompt tokens each) the affinity table remembers, least recently used dropped first."""
+    replica_affinity_shared_ttl_s: float = AFFINITY_SHARED_TTL_S
+    """With a Redis store and several upstream URLs: seconds the Maya replicas share where each prompt went, so a
+    conversation's turns reach its engine replica whichever Maya routes them (`engine/shared_affinity.py`); 0: off."""
+    replica_affinity_shared_lookup_blocks: int = AFFINITY_SHARED_LOOKUP_BLOCKS
+    """Prefix blocks (16 tokens each) of a prompt's deep end looked up in Redis, past what the local table matched."""
     replica_probe_s: float = REPLICA_PROBE_S
     """Seconds between checks of a replica taken out after a failure, until it answers again."""
     replica_check_s: float = REPLICA_CHECK_S
@@ -369,6 +375,8 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "upstream_read_timeout": _positive_float,
     "replica_routing": _choice(REPLICA_ROUTINGS),
     "replica_affinity_entries": _positive_int,
+    "replica_affinity_shared_ttl_s": _non_negative_float,
+    "replica_affinity_shared_lookup_blocks": _positive_int,
     "replica_probe_s": _positive_float,
     "replica_check_s": _non_negative_float,
     "replica_check_timeout": _positive_float,

@@ -231,6 +231,11 @@ class Engine(ABC):
         """Begin what the engine watches while the app serves (a replica set's checks); called on the event loop
         when the app starts, `close` when it stops."""
 
+    def share_affinity(self, shared) -> bool:
+        """Route with the prefix affinity several Maya replicas share (`engine/shared_affinity.SharedAffinity`;
+        None: stop); True if this engine routes among replicas by affinity and took it."""
+        return False
+
     async def close(self) -> None:
         """Release the engine's resources."""
 

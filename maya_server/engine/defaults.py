@@ -24,6 +24,10 @@ REPLICA_ROUTING = "affinity"
 """How requests are spread over replicas (`replica_router.py`)."""
 AFFINITY_ENTRIES = 131072
 """Prefix blocks (16 prompt tokens each) the affinity table remembers."""
+AFFINITY_SHARED_TTL_S = 3600.0
+"""Seconds a prompt's tip shared through Redis names its replica (`shared_affinity.py`): the store's own TTL."""
+AFFINITY_SHARED_LOOKUP_BLOCKS = 256
+"""Block keys (16 tokens each) of a prompt's deep end looked up in Redis: a turn of up to 4k new tokens."""
 REPLICA_PROBE_S = 5.0
 """Seconds between checks of a replica taken out after a failure."""
 REPLICA_CHECK_S = 5.0

@@ -27,6 +27,7 @@ Plain Python, no lock: it is used on the event loop only.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from typing import Sequence
 
@@ -37,14 +38,20 @@ BLOCK_TOKENS = 16
 
 def block_keys(prompt_ids: Sequence[int], salt: str | None = None) -> list[int]:
     """The chained key of each whole block of `prompt_ids` (a partial last block has none). Python's hash of a
-    tuple of ints is the same in every process, and a 64-bit collision at worst sends one request elsewhere.
-    A `salt` (the generation's `cache_salt`: caches isolated per API key) starts the chain, so one key's prompts
-    never match another's: the table's hits, and where a request is routed, say nothing across keys."""
-    keys, previous = [], 0 if salt is None else hash(salt)
+    tuple of ints is the same in every process (Maya replicas share keys: `shared_affinity.py`), and a 64-bit
+    collision at worst sends one request elsewhere. A `salt` (the generation's `cache_salt`: caches isolated per
+    API key) starts the chain, so one key's prompts never match another's: the table's hits, and where a request
+    is routed, say nothing across keys. The salt enters as its BLAKE2b digest, not Python's `hash` of the string,
+    which differs from process to process."""
+    keys, previous = [], 0 if salt is None else _salt_seed(salt)
     for start in range(0, len(prompt_ids) - BLOCK_TOKENS + 1, BLOCK_TOKENS):
         previous = hash((previous, *prompt_ids[start:start + BLOCK_TOKENS]))
         keys.append(previous)
     return keys
+
+
+def _salt_seed(salt: str) -> int:
+    return int.from_bytes(hashlib.blake2b(salt.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 class PrefixTable:

@@ -2,7 +2,8 @@
 
 The single upstream's metrics (`upstream_health.UpstreamCollector`), each labelled by its replica's URL (without
 credentials), plus what routing did: requests routed by replica and reason, Maya's streams on each replica, and
-the affinity table's size against its bound, evictions, lookups and lookups that found a prefix.
+the affinity table's size against its bound, evictions, lookups and lookups that found a prefix; with the
+affinity shared by several Maya replicas (`shared_affinity.py`), its lookups, hits, errors and writes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from .replica_router import Reason
+from .shared_affinity import SharedFigures
 from .upstream_health import OUTCOMES
 
 if TYPE_CHECKING:
@@ -25,6 +27,9 @@ class ReplicaCollector:
     def collect(self) -> Iterator[Metric]:
         yield from self._replicas()
         yield from self._table()
+        shared = getattr(self._engine, "shared", None)  # None: each Maya routes on its own table
+        if shared is not None:
+            yield from self._shared(shared.figures)
 
     def _replicas(self) -> Iterator[Metric]:
         engine = self._engine
@@ -62,3 +67,14 @@ class ReplicaCollector:
                                   value=table.lookups)
         yield CounterMetricFamily("maya:replica_affinity_hits", "Lookups in which a replica held part of the prompt",
                                   value=table.hits)
+
+    @staticmethod
+    def _shared(f: SharedFigures) -> Iterator[Metric]:
+        counters = (("lookups", "Prompts looked up in the affinity the Maya replicas share (Redis)", f.lookups),
+                    ("hits", "Shared lookups that found a deeper prefix another Maya routed", f.hits),
+                    ("errors", "Shared lookups and writes that failed or timed out (local routing instead)", f.errors),
+                    ("skipped", "Shared lookups not made while paused after a failure", f.skipped),
+                    ("records", "Prompt tips written to the shared affinity", f.records),
+                    ("dropped", "Prompt tips not written (too many waiting, or the write failed)", f.dropped))
+        for name, text, value in counters:
+            yield CounterMetricFamily(f"maya:replica_affinity_shared_{name}", text, value=value)

@@ -6,7 +6,11 @@ never saw it. Maya routes instead (`replica_router.py`): a prompt goes to the
 replica that was sent its longest prefix (`prefix_affinity.py`, on token ids),
 a new conversation to the least loaded one. Each replica is an ordinary
 `UpstreamEngine`, so the relay, its wire formats and its health record are
-the single upstream's own; this class only chooses which one streams.
+the single upstream's own; this class only chooses which one streams. Prompts are
+keyed with the request's cache salt, so one API key's prompts never match (nor
+route after) another's. Several Maya replicas sharing one Redis share where each
+conversation's latest prompt went (`shared_affinity.py`, given by `share_affinity`),
+so a turn routed by another Maya still reaches the replica that holds its prefix.
 
 Failures: a replica whose request fails, or that fails a liveness check (an
 engine that accepts connections but never answers), is taken out and probed in the
@@ -44,6 +48,7 @@ from .prefix_affinity import PrefixTable, block_keys
 from .replica import Replica
 from .replica_metrics import ReplicaCollector
 from .replica_router import Reason, ReplicaLoad, ReplicaRouter
+from .shared_affinity import SharedAffinity
 from .upstream import UpstreamOptions
 
 log = logging.getLogger("maya.engine")
@@ -88,6 +93,9 @@ class ReplicaSetEngine(Engine):
             replica.check_timeout = check_timeout
         self.routes: Counter[tuple[int, Reason]] = Counter()
         """Requests routed, by replica and reason (`maya:replica_routes_total`)."""
+        self.shared: SharedAffinity | None = None
+        """Where other Maya replicas sent prompts (`share_affinity`); None: this Maya's own table only."""
+        self._slot_choosers = [r.engine.slot_chooser for r in replicas]
 
     @classmethod
     def connect(cls, options: ReplicaSetOptions) -> "ReplicaSetEngine":
@@ -127,12 +135,31 @@ class ReplicaSetEngine(Engine):
         for replica in self.replicas:  # each replica processes its own prompts
             replica.engine.prefill_concurrency = limit
 
+    def share_affinity(self, shared: SharedAffinity | None) -> bool:
+        """Route with (or, given None, without) the affinity other Maya replicas share; with affinity routing only.
+
+        Sharing also leaves llama-server replicas their own slot choice. Maya pins a llama-server slot by its
+        record of what each slot holds (`slot_choice.py`), but other Mayas send to the same slots: the record
+        would be wrong whenever another Maya took the slot, and two Mayas would pin one slot while another
+        idles (the second request queued behind the first). Measured with two Mayas and an alternating client
+        (bench/replica_affinity.py --mayas 2), pinning kept 0.77 of continuation prompts cached, however
+        routed. llama-server's own choice (least recently used with `--slot-prompt-similarity 0`) restores each
+        conversation from its RAM prompt cache (`--cache-ram`) instead. With the caches isolated per key,
+        prompts are then sent with `cache_prompt: false` (a slot's owner is unknown)."""
+        if self.router.mode != "affinity":
+            return False
+        self.shared = shared
+        for replica, chooser in zip(self.replicas, self._slot_choosers):
+            replica.engine.slot_chooser = chooser if shared is None else None
+        return True
+
     async def _stream(self, generation: Generation) -> AsyncIterator[StreamItem]:
         keys = block_keys(generation.prompt_ids, generation.cache_salt) if self.router.mode == "affinity" else []
+        depths = await self._depths(keys)
         tried: set[int] = set()
         failure: UpstreamError | None = None
         while True:
-            choice = self.router.route(self._loads(), self._depths(keys), frozenset(tried))
+            choice = self.router.route(self._loads(), depths, frozenset(tried))
             if choice is None:
                 raise failure  # every replica failed this request before it showed anything
             index, reason = choice
@@ -165,13 +192,28 @@ class ReplicaSetEngine(Engine):
         self.routes[(index, reason)] += 1
         if keys:
             self.table.sent(keys, index)
+            if self.shared is not None:
+                self.shared.sent(keys[-1], replica.url)
         return replica
 
     def _loads(self) -> list[ReplicaLoad]:
         return [ReplicaLoad(r.up, r.in_flight, r.engine.slots, r.routed) for r in self.replicas]
 
-    def _depths(self, keys: list[int]) -> list[int]:
-        return self.table.matches(keys, len(self.replicas)) if keys else [0] * len(self.replicas)
+    async def _depths(self, keys: list[int]) -> list[int]:
+        """For each replica, the blocks of the longest earlier prompt it was sent that this one extends: this
+        Maya's table, then (if shared) a deeper tip another Maya routed."""
+        if not keys:
+            return [0] * len(self.replicas)
+        depths = self.table.matches(keys, len(self.replicas))
+        if self.shared is not None:
+            found = await self.shared.deepest(keys, max(depths))
+            index = self._index_of(found[1]) if found else None
+            if index is not None:
+                depths[index] = max(depths[index], found[0])
+        return depths
+
+    def _index_of(self, url: str) -> int | None:
+        return next((i for i, r in enumerate(self.replicas) if r.url == url), None)
 
     def _take_out(self, index: int) -> None:
         replica = self.replicas[index]
@@ -184,7 +226,8 @@ class ReplicaSetEngine(Engine):
 
     def describe(self) -> dict:
         return {**super().describe(), "prefill_concurrency": self.prefill_concurrency,
-                "routing": {"mode": self.router.mode, "affinity": self.table.describe()},
+                "routing": {"mode": self.router.mode, "affinity": self.table.describe(),
+                            "shared_affinity": self.shared.describe() if self.shared is not None else None},
                 "replicas": [self._describe(i, r) for i, r in enumerate(self.replicas)]}
 
     def _describe(self, index: int, replica: Replica) -> dict:

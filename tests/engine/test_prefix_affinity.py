@@ -67,3 +67,17 @@ def test_a_salt_keeps_one_keys_prefixes_from_matching_anothers():
     assert not set(block_keys(prompt, "salt-a")) & set(block_keys(prompt, "salt-b"))
     assert not set(block_keys(prompt, "salt-a")) & set(block_keys(prompt))
     assert block_keys(prompt, None) == block_keys(prompt)
+
+
+def test_keys_are_the_same_in_every_process_salted_or_not():
+    """Maya replicas share keys through Redis (`shared_affinity.py`): two processes with different string-hash
+    seeds key one prompt alike, with or without a salt (Python's `hash` of a string differs between them)."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("from maya_server.engine.prefix_affinity import block_keys; "
+              "print(block_keys(list(range(64)), 'salt-a'), block_keys(list(range(64))))")
+    outputs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(outputs) == 1
