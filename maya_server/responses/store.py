@@ -281,13 +281,7 @@ class ResponseStore:
         return entry
 
     def _reserve(self, nbytes: int) -> None:
-        if self._assembling + nbytes > self.settings.assembly_bytes:
-            self.counters.assembly_rejections += 1
-            raise ServiceUnavailableError(
-                "The server is assembling too many stored conversations at once; retry shortly.",
-                code="assembly_capacity_exceeded",
-            )
-        self._assembling += nbytes
+        self._assembling = reserve_assembly(self._assembling, nbytes, self.settings, self.counters)
 
     def _release(self, continuation: Continuation) -> None:
         with self._lock:
@@ -390,6 +384,18 @@ class ResponseStore:
         self._charge(lineage.owner, -REFERENCE_BYTES * (len(lineage.blocks) - length))
         del lineage.blocks[length:]
         del lineage.offsets[length + 1 :]
+
+
+def reserve_assembly(in_flight: int, nbytes: int, settings: ResponsesSettings, counters: StoreCounters) -> int:
+    """The assembly budget with `nbytes` more in flight, or a 503 (counted) when that passes
+    `assembly_bytes`: both stores expand snapshots under the same budget."""
+    if in_flight + nbytes > settings.assembly_bytes:
+        counters.assembly_rejections += 1
+        raise ServiceUnavailableError(
+            "The server is assembling too many stored conversations at once; retry shortly.",
+            code="assembly_capacity_exceeded",
+        )
+    return in_flight + nbytes
 
 
 def _too_large(size: int, limit: int) -> StorageCapacityError:

@@ -36,11 +36,11 @@ from typing import Callable, Iterator, Sequence
 
 import orjson
 
-from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError, StoreUnavailableError
+from ..errors import NotFoundError, StorageCapacityError, StoreUnavailableError
 from . import store_redis_lua as lua
 from .redis_link import SCOPE_HEX, RedisLink
 from .settings import ResponsesSettings
-from .store import NOT_STORED_HINT, StoreCounters, _too_large
+from .store import NOT_STORED_HINT, StoreCounters, _too_large, reserve_assembly
 from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
 BLOCK_OVERHEAD = 80
@@ -266,13 +266,7 @@ class RedisStore:
 
     # -- internals --------------------------------------------------------------------
     def _reserve(self, nbytes: int) -> None:
-        if self._assembling + nbytes > self.settings.assembly_bytes:
-            self.counters.assembly_rejections += 1
-            raise ServiceUnavailableError(
-                "The server is assembling too many stored conversations at once; retry shortly.",
-                code="assembly_capacity_exceeded",
-            )
-        self._assembling += nbytes
+        self._assembling = reserve_assembly(self._assembling, nbytes, self.settings, self.counters)
 
 
     async def _run(self, name: str, args: list) -> list:
