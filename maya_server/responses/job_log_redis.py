@@ -163,6 +163,8 @@ class RedisJobLog:
         self._room = asyncio.Event()
         self._room.set()
         self._drained = asyncio.Event()
+        self._flushed = asyncio.Event()
+        """Set and replaced after every flush attempt: what `confirmed` waits on."""
         self.flushes = 0
 
     # -- what the job manager writes ----------------------------------------------------
@@ -201,6 +203,12 @@ class RedisJobLog:
         """None while the buffer is within the log's bounds; else what the generation awaits."""
         return None if self._room.is_set() else self._room.wait()
 
+    async def confirmed(self) -> bool:
+        """Until the state last marked is in Redis: True, or the record refused it: False."""
+        while self._state is not None and not self.fenced:
+            await self._flushed.wait()
+        return not self.fenced
+
     async def drained(self) -> None:
         """Until the log is closed in Redis (or the writer was fenced)."""
         await self._drained.wait()
@@ -232,6 +240,9 @@ class RedisJobLog:
                 await asyncio.sleep(retry)
                 retry = min(RETRY_S[1], retry * 2)
                 continue
+            finally:
+                self._flushed.set()
+                self._flushed = asyncio.Event()
             retry = RETRY_S[0]
         if self.closed or self.fenced:
             self._drained.set()

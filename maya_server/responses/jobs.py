@@ -264,6 +264,8 @@ class JobManager:
     async def _execute(self, job: Job) -> None:
         self._transition(job, "in_progress")
         self._publish(job, job.assembler.started())
+        if not await self._claimed(job):
+            return
         job.task = asyncio.ensure_future(self._generate(job))
         await asyncio.wait({job.task})  # every outcome below ends in _finish, which releases the turn
         error = None if job.task.cancelled() else job.task.exception()
@@ -291,6 +293,10 @@ class JobManager:
             return self._publish_saved(job, delivered)
 
         await drain(job.generate(), deliver, close_fully=True)
+
+    async def _claimed(self, job: Job) -> bool:
+        """Whether the job is still this process's to run once it is marked in progress (always, in memory)."""
+        return True
 
     def _backlog(self, job: Job) -> Awaitable[None] | None:
         """What the generation awaits before its next event: nothing in memory, where appending is the write."""

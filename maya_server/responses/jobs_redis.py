@@ -213,6 +213,20 @@ class RedisJobManager(JobManager):
         await job.log.drained()
         self._draining.pop(job.id, None)
 
+    async def _claimed(self, job: Job) -> bool:
+        """Generation starts only once Redis took `in_progress` from this replica: a task another replica failed
+        meanwhile (its lease lapsed while it waited here) is not generated at all. Redis silent for a whole
+        lease: the task fails here too."""
+        try:
+            claimed = await asyncio.wait_for(job.log.confirmed(), self.lease_s)
+        except asyncio.TimeoutError:
+            self._finish(job, "failed", job.assembler.fail(StoreUnavailableError(
+                "The response store (Redis) did not answer when this background response started.")))
+            return False
+        if not claimed:
+            self._finish(job, "failed", [])  # another replica ended it; nothing more is written
+        return claimed
+
     def _backlog(self, job: Job) -> Awaitable[None] | None:
         return job.log.room()
 
