@@ -44,7 +44,7 @@ from . import jobs_redis_lua as lua
 from .assembler import ResponseAssembler
 from .job_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from .jobs import (
-    ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active,
+    ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
 from .redis_link import RedisLink
 from .settings import ResponsesSettings
@@ -170,13 +170,13 @@ class RedisJobManager(JobManager):
         """Cancel through whichever replica: the owner cancels and cleans up; this waits up to five seconds
         for the record to finish, then answers with the record as it is."""
         deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
-        local = self._jobs.get(job.id)
-        if local is not None:
-            self._request_cancel(local)
-        else:
+        if job.active:  # marked in Redis even when it runs here: its owner acts on the mark at its next write
             marked = await self._scripts["CANCEL"]([self.link.prefix, job.id, await self.link.scope(job.owner)])
             if marked is None:
                 return job.snapshot()  # deleted meanwhile: what the caller found
+        local = self._jobs.get(job.id)
+        if local is not None:
+            self._request_cancel(local)
         current = job
         while current.active and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(CANCEL_POLL_S)
@@ -225,6 +225,10 @@ class RedisJobManager(JobManager):
             return False
         if not claimed:
             self._finish(job, "failed", [])  # another replica ended it; nothing more is written
+        elif job.timer is not None and job.timer.when() <= asyncio.get_running_loop().time():
+            self.counters.timeouts += 1  # its deadline passed while Redis was slow to answer
+            self._finish(job, "failed", job.assembler.fail(_timeout_error(self.settings)))
+            return False
         return claimed
 
     def _backlog(self, job: Job) -> Awaitable[None] | None:
