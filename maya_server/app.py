@@ -50,7 +50,7 @@ from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
-from .responses.store_open import open_store
+from .responses.store_open import open_jobs, open_store
 from .responses.collectors import JobCollector, StoreCollector
 from .responses.jobs import JobManager
 from .responses.redis_affinity import RedisAffinity
@@ -69,7 +69,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         with suppress(NotFoundError):
             await store.delete(job.owner, job.id)
 
-    jobs = JobManager(settings, clock=clock or time.monotonic, on_failure_saved=unsave, keepalive_s=config.keepalive_s)
+    jobs = open_jobs(config, settings, store, clock=clock or time.monotonic, on_failure_saved=unsave,
+                     keepalive_s=config.keepalive_s)
     shared = share_affinity(config, engine, store)
     metrics = Metrics()
     metrics.registry.register(StoreCollector(store))
@@ -109,6 +110,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     @asynccontextmanager
     async def lifespan(_: FastAPI):
         await store.start()
+        await jobs.start()
         await hub.start()
         engine.begin_serving()
         try:
@@ -125,6 +127,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
                 if shared is not None:
                     engine.share_affinity(None)
                     await shared.close()
+                await jobs.close()
                 await store.close()
 
     app = FastAPI(title="Maya", version=__version__, docs_url=None, redoc_url=None, openapi_url=OPENAPI_URL,

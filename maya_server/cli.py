@@ -192,6 +192,9 @@ def _store_options(st: argparse._ArgumentGroup) -> None:
                          f"(default {_default('store_command_timeout')})")
     st.add_argument("--store-pool-size", dest="store_pool_size", metavar="N",
                     help=f"Redis connections per replica (default {_default('store_pool_size')})")
+    st.add_argument("--job-lease-s", dest="job_lease_s", metavar="S",
+                    help="with --store redis://…: seconds a replica's lease on a background task lasts unrenewed; "
+                         f"past it another replica fails the task (default {_default('job_lease_s')})")
 
 
 def _mcp_options(mcp: argparse._ArgumentGroup) -> None:

@@ -179,6 +179,9 @@ class ServerConfig:
     store_command_timeout: float = 1.0
     """Seconds one Redis command may take (waiting for a pooled connection included) before it is a 503."""
     store_pool_size: int = 32
+    job_lease_s: float = 10.0
+    """With a Redis store: seconds a replica's lease on a background task lasts unrenewed; past it another replica
+    fails the task (`responses/jobs_redis.py`)."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -397,6 +400,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "store_connect_timeout": _positive_float,
     "store_command_timeout": _positive_float,
     "store_pool_size": _positive_int,
+    "job_lease_s": _positive_float,
 }
 ENV_NAMES = {name: f"MAYA_{name.upper()}" for name in PARSERS}
 

@@ -24,12 +24,12 @@ from ..neutral.events import PipelineEvent
 from ..http.sse import EventStreamResponse, encode_event
 from ..util.kept_json import dumps_kept
 from .assembler import ResponseAssembler
-from .event_log import EventLog, LoggedEvent
+from .event_log import LoggedEvent
 from .jobs import Job, JobManager
 from .stored_turn import StoredTurn
 
 
-def start_job(
+async def start_job(
     jobs: JobManager,
     assembler: ResponseAssembler,
     turn: StoredTurn,
@@ -47,13 +47,12 @@ def start_job(
             f"This background request's input snapshot takes {size} bytes, over the limit of "
             f"{settings.job_input_bytes} bytes per task. Run it in the foreground or shorten its history.",
         )
-    job = Job(assembler.id, turn.owner, assembler, EventLog(settings.event_count, settings.event_bytes, assembler.reserve_sequence),
-              generate, turn, history)
+    job = Job(assembler.id, turn.owner, assembler, jobs.new_log(assembler.id, assembler), generate, turn, history)
     reading = ExitStack()
     if stream:  # the reader slot first: a 429 for readers must not leave a job behind
         reading.enter_context(jobs.reader(turn.owner))
     try:
-        jobs.admit(job)
+        await jobs.admit(job)
         turn.hand_over()
     except BaseException:
         reading.close()  # a refused job frees its reader slot

@@ -93,6 +93,15 @@ class JobCollector:
             yield GaugeMetricFamily(JOB_PREFIX + name, text, value=stats[name])
         for name, text in JOB_COUNTERS.items():
             yield CounterMetricFamily(JOB_PREFIX + name, text, value=stats[name])
+        backend = GaugeMetricFamily(JOB_PREFIX + "backend", "Where background records live (1 for the one in use)",
+                                    labels=["backend"])
+        backend.add_metric([stats["backend"]], 1)
+        yield backend
+        if "fenced" in stats:
+            yield CounterMetricFamily(JOB_PREFIX + "fenced", "Tasks this replica stopped because another replica "
+                                      "failed them after their lease lapsed", value=stats["fenced"])
+            yield CounterMetricFamily(JOB_PREFIX + "reaped", "Tasks of a lapsed replica this replica failed",
+                                      value=stats["reaped"])
         finished = CounterMetricFamily(JOB_PREFIX + "finished", "Background responses finished, by state",
                                        labels=["state"])
         for state, count in sorted(stats["finished"].items()):

@@ -108,7 +108,7 @@ class EventLog:
             waiter = self._appended  # taken before looking, so an append in between is not missed
             first = self.first_retained
             if cursor + 1 < first:
-                yield _logged(_overtaken(cursor, self._reserve()))
+                yield _logged(overtaken_error(cursor, self._reserve()))
                 return
             index = cursor + 1 - first
             if index < len(self._events):
@@ -129,7 +129,8 @@ def _size(event: LoggedEvent | None) -> int:
     return len(event.json) if event is not None else 0
 
 
-def _overtaken(cursor: int, sequence: int) -> dict:
+def overtaken_error(cursor: int, sequence: int) -> dict:
+    """The terminal `error` event of a reader whose next event was dropped (also on Redis: `job_log_redis.py`)."""
     return {
         "type": "error", "sequence_number": sequence, "code": "stream_cursor_expired", "param": "starting_after",
         "message": f"This reader fell behind: events after sequence number {cursor} are no longer retained. "

@@ -120,33 +120,48 @@ class JobManager:
         self._workers: list[asyncio.Task] = []
         self.accepting = True
 
+    backend = "memory"
+
+    async def start(self) -> None:
+        """Nothing to start in memory (a shared backend starts its heartbeat here)."""
+
+    async def close(self) -> None:
+        """Nothing to close in memory."""
+
+    def new_log(self, job_id: str, assembler: ResponseAssembler) -> EventLog:
+        """The event log of a job about to be admitted."""
+        s = self.settings
+        return EventLog(s.event_count, s.event_bytes, assembler.reserve_sequence)
+
     # -- admission --------------------------------------------------------------------
-    def admit(self, job: Job) -> None:
+    async def admit(self, job: Job) -> None:
         """Record and queue a job, or refuse it (503 shutting down, 429 under pressure)."""
-        if not self.accepting:
-            raise ServiceUnavailableError("The server is shutting down and accepts no background responses.")
+        self._check_accepting()
         s = self.settings
         if self._active[job.owner] >= s.job_owner_entries:
             self.counters.rejections += 1
-            raise RateLimitError(
-                f"Too many active background responses for this API key (limit {s.job_owner_entries}); "
-                "wait for one to finish or cancel one."
-            )
+            raise _owner_full(s)
         self._purge()
         if len(self._jobs) >= s.job_entries and not self._evict_finished():
             self.counters.rejections += 1
-            raise RateLimitError(
-                f"The server is running its limit of {s.job_entries} background responses; retry later."
-            )
+            raise _fleet_full(s)
         try:
             self._publish(job, job.assembler.queued())
         except EventTooLarge as exc:
-            raise StorageCapacityError(f"This background response cannot be kept: {exc}.") from None
+            raise _cannot_keep(exc) from None
+        self._enqueue(job)
+
+    def _check_accepting(self) -> None:
+        if not self.accepting:
+            raise ServiceUnavailableError("The server is shutting down and accepts no background responses.")
+
+    def _enqueue(self, job: Job) -> None:
+        """The admitted job joins this process: its deadline starts, a worker will take it."""
         self._jobs[job.id] = job
         self._active[job.owner] += 1
         self.counters.admitted += 1
         loop = asyncio.get_running_loop()
-        job.timer = loop.call_later(s.job_timeout_s, self._expire, job)
+        job.timer = loop.call_later(self.settings.job_timeout_s, self._expire, job)
         self._start_workers()
         self._queue.put_nowait(job)
 
@@ -171,20 +186,23 @@ class JobManager:
             del self._jobs[job.id]
 
     # -- lookups ----------------------------------------------------------------------
-    def find(self, owner: str, response_id: str) -> Job | None:
+    async def find(self, owner: str, response_id: str, *, history: bool = False) -> Job | None:
+        """The owner's job record, or None. `history`: the caller reads its input history (a shared backend
+        fetches it only then)."""
+        return self.find_local(owner, response_id)
+
+    def find_local(self, owner: str, response_id: str) -> Job | None:
         self._purge()
         job = self._jobs.get(response_id)
         return job if job is not None and job.owner == owner else None
 
-    def delete(self, owner: str, response_id: str) -> bool:
+    async def delete(self, owner: str, response_id: str) -> bool:
         """Forget a finished job's record; True if there was one. An active job is a 409."""
-        job = self.find(owner, response_id)
+        job = self.find_local(owner, response_id)
         if job is None:
             return False
         if job.active:
-            raise ConflictError(
-                f"Response '{response_id}' is still {job.state}; cancel it before deleting it.", param=None
-            )
+            raise _still_active(response_id, job.state)
         del self._jobs[response_id]
         return True
 
@@ -206,15 +224,20 @@ class JobManager:
     # -- cancellation -----------------------------------------------------------------
     async def cancel(self, job: Job) -> dict:
         """Cancel (idempotent); waits up to five seconds for a running job to clean up."""
-        if job.state == "queued":
-            self._finish(job, "cancelled", job.assembler.cancelled())
-        elif job.state == "in_progress" and job.task is not None:
-            job.task.cancel()
+        self._request_cancel(job)
+        if job.state == "in_progress":
             try:
                 await asyncio.wait_for(asyncio.shield(job.done.wait()), CANCEL_WAIT_S)
             except asyncio.TimeoutError:
                 pass  # still cleaning up: the snapshot says in_progress; the client polls
         return job.snapshot()
+
+    def _request_cancel(self, job: Job) -> None:
+        """A queued job ends cancelled now; a running one's generation is cancelled (it ends after cleanup)."""
+        if job.state == "queued":
+            self._finish(job, "cancelled", job.assembler.cancelled())
+        elif job.state == "in_progress" and job.task is not None:
+            job.task.cancel()
 
     def _expire(self, job: Job) -> None:
         """The deadline passed: a queued job fails now, a running one after its cleanup."""
@@ -241,6 +264,8 @@ class JobManager:
     async def _execute(self, job: Job) -> None:
         self._transition(job, "in_progress")
         self._publish(job, job.assembler.started())
+        if not await self._claimed(job):
+            return
         job.task = asyncio.ensure_future(self._generate(job))
         await asyncio.wait({job.task})  # every outcome below ends in _finish, which releases the turn
         error = None if job.task.cancelled() else job.task.exception()
@@ -264,10 +289,18 @@ class JobManager:
             delivered = job.assembler.deliver(event)
             if isinstance(delivered, list):
                 self._publish(job, delivered)
-                return None
+                return self._backlog(job)
             return self._publish_saved(job, delivered)
 
         await drain(job.generate(), deliver, close_fully=True)
+
+    async def _claimed(self, job: Job) -> bool:
+        """Whether the job is still this process's to run once it is marked in progress (always, in memory)."""
+        return True
+
+    def _backlog(self, job: Job) -> Awaitable[None] | None:
+        """What the generation awaits before its next event: nothing in memory, where appending is the write."""
+        return None
 
     async def _publish_saved(self, job: Job, delivered: Awaitable[list[dict]]) -> None:
         """The events of the one event that saved the response, once the save is over."""
@@ -340,7 +373,7 @@ class JobManager:
         states = Counter(job.state for job in self._jobs.values())
         c = self.counters
         return {
-            "records": len(self._jobs), "queued": states["queued"], "running": states["in_progress"],
+            "backend": "memory", "records": len(self._jobs), "queued": states["queued"], "running": states["in_progress"],
             "event_bytes": sum(job.log.bytes for job in self._jobs.values()),
             "readers": sum(self._readers.values()), "admitted": c.admitted, "rejections": c.rejections,
             "reader_rejections": c.reader_rejections, "cancellations": c.cancellations, "timeouts": c.timeouts,
@@ -348,6 +381,23 @@ class JobManager:
             "limits": {"records": self.settings.job_entries, "workers": self.settings.job_workers,
                        "owner_active": self.settings.job_owner_entries, "readers": self.settings.stream_readers},
         }
+
+
+def _owner_full(s: ResponsesSettings) -> RateLimitError:
+    return RateLimitError(f"Too many active background responses for this API key (limit {s.job_owner_entries}); "
+                          "wait for one to finish or cancel one.")
+
+
+def _fleet_full(s: ResponsesSettings) -> RateLimitError:
+    return RateLimitError(f"The server is running its limit of {s.job_entries} background responses; retry later.")
+
+
+def _cannot_keep(exc: EventTooLarge) -> StorageCapacityError:
+    return StorageCapacityError(f"This background response cannot be kept: {exc}.")
+
+
+def _still_active(response_id: str, state: str) -> ConflictError:
+    return ConflictError(f"Response '{response_id}' is still {state}; cancel it before deleting it.", param=None)
 
 
 def _timeout_error(settings: ResponsesSettings) -> JobTimeoutError:

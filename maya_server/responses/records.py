@@ -61,7 +61,7 @@ class ResponseRecords:
 
     async def retrieve(self, owner: str, response_id: str) -> dict:
         """The response as its owner sees it now: a retained job's live snapshot, else the stored copy (404)."""
-        job = self.jobs.find(owner, response_id)
+        job = await self.jobs.find(owner, response_id)
         if job is not None:
             return job.snapshot()
         with self._explained(owner, response_id):
@@ -69,7 +69,7 @@ class ResponseRecords:
 
     async def streamable(self, owner: str, response_id: str) -> Job:
         """The job whose retained events a reader replays: 404 when unknown, 409 when only stored."""
-        job = self.jobs.find(owner, response_id)
+        job = await self.jobs.find(owner, response_id)
         if job is None:
             with self._explained(owner, response_id):
                 await self.store.get(owner, response_id)  # 404 when unknown
@@ -93,7 +93,7 @@ class ResponseRecords:
 
     async def _continued(self, owner: str, response_id: str) -> tuple[StoredHistory | None, list[dict]]:
         """The store's copy pinned, or (evicted from the store) the retained record's history to carry."""
-        job = self.jobs.find(owner, response_id)
+        job = await self.jobs.find(owner, response_id, history=True)
         if job is not None:
             _check_continuable(job)
         try:
@@ -125,14 +125,14 @@ class ResponseRecords:
         try:
             return await self.store.input_items(owner, response_id)
         except NotFoundError:
-            job = self.jobs.find(owner, response_id)
+            job = await self.jobs.find(owner, response_id, history=True)
             if job is None:
                 raise
             return [(item["id"], orjson.dumps(item)) for item in orjson.loads(job.history)]
 
     async def delete(self, owner: str, response_id: str) -> None:
         """Forget the response everywhere it is kept: 409 while its job is active, 404 when it is nowhere."""
-        had_record = self.jobs.delete(owner, response_id)  # 409 while the job is active
+        had_record = await self.jobs.delete(owner, response_id)  # 409 while the job is active
         try:
             with self._explained(owner, response_id):
                 await self.store.delete(owner, response_id)
@@ -143,7 +143,7 @@ class ResponseRecords:
 
     async def cancel(self, owner: str, response_id: str) -> dict:
         """Cancel a background response (idempotent) and return its state; any other response is a 400."""
-        job = self.jobs.find(owner, response_id)
+        job = await self.jobs.find(owner, response_id)
         if job is not None:
             return await self.jobs.cancel(job)
         with self._explained(owner, response_id):

@@ -1,4 +1,4 @@
-"""One Redis as Maya's Responses service uses it: the shared response store now, the background job log next.
+"""One Redis as Maya's Responses service uses it: the shared response store and the background tasks' records.
 
 Every command goes through `RedisLink.command`: it must answer within `--store-command-timeout` (waiting for a
 pooled connection included), else the request gets a 503 `store_unavailable`; its latency, failures and the
@@ -58,12 +58,13 @@ class RedisLink:
         registered = self.client.register_script(source)
         return lambda args: self.command(lambda: registered(keys=[], args=args))
 
-    async def command(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """One round trip within the command timeout; a connection or timeout failure is a 503."""
+    async def command(self, call: Callable[[], Awaitable[Any]], *, timeout: float | None = None) -> Any:
+        """One round trip within the command timeout (`timeout` for a blocking read); a connection or timeout
+        failure is a 503."""
         started = time.perf_counter()
         f = self.figures
         try:
-            result = await asyncio.wait_for(call(), self.command_timeout)
+            result = await asyncio.wait_for(call(), timeout or self.command_timeout)
         except UNAVAILABLE:
             f.command_errors += 1
             f.healthy = False

@@ -71,7 +71,7 @@ def responses_router(
                                       on_unsaved=turn.not_saved)
         gate = publish_gate(conversation, body.output_format)
         generate = lambda: gated(_in_worker(service, conversation, settings, prepared, turn.owner), gate)  # noqa: E731
-        return start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream))
+        return await start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream))
 
     async def answer_foreground(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
         """A generation admitted to the engine queue now (a full queue is a 429 here, before any byte of a

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..errors import ConfigError
 from .settings import ResponsesSettings
 from .store_interface import ResponseStoreBackend
+from .jobs import JobManager
 from .store_memory import MemoryStore
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -72,10 +73,7 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
     from .redis_link import RedisLink
     from .store_redis import RedisStore
 
-    password = read_secret("store_password_file", config.store_password_file)
-    if password is not None and urlsplit(config.store).password is not None:
-        raise ConfigError("store_password_file", "the store URL already has a password: give it in one place")
-    options = {"password": password.decode()} if password is not None else {}
+    options = _password_option(config)
     pool = BlockingConnectionPool.from_url(
         config.store, max_connections=config.store_pool_size, timeout=config.store_command_timeout,
         socket_connect_timeout=config.store_connect_timeout, socket_timeout=config.store_command_timeout,
@@ -86,3 +84,31 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
                      secret=read_secret("store_secret_file", config.store_secret_file),
                      command_timeout=config.store_command_timeout, shown_url=shown_url(config.store))
     return RedisStore(link, settings, clock=clock or time.time)
+
+
+def _password_option(config) -> dict:
+    password = read_secret("store_password_file", config.store_password_file)
+    if password is not None and urlsplit(config.store).password is not None:
+        raise ConfigError("store_password_file", "the store URL already has a password: give it in one place")
+    return {"password": password.decode()} if password is not None else {}
+
+
+def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, **options) -> JobManager:
+    """Where background tasks live: this process with the memory store; Redis, shared by the fleet, with a Redis
+    store (`jobs_redis.py`). Readers follow a task with blocking reads on their own pool, one connection per
+    reader this replica admits, so a reader never waits for a connection nor holds one of the store's."""
+    if store.backend != "redis":
+        return JobManager(settings, **options)
+    from redis.asyncio import BlockingConnectionPool, Redis
+
+    from .job_log_redis import BLOCK_MS
+    from .jobs_redis import RedisJobManager
+
+    tail_pool = BlockingConnectionPool.from_url(
+        config.store, max_connections=settings.stream_readers, timeout=config.store_command_timeout,
+        socket_connect_timeout=config.store_connect_timeout,
+        socket_timeout=BLOCK_MS / 1000 + config.store_command_timeout, client_name="maya-tail",
+        **_password_option(config),
+    )
+    return RedisJobManager(settings, link=store.link, tail_client=Redis(connection_pool=tail_pool),
+                           lease_s=config.job_lease_s, **options)

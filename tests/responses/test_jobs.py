@@ -52,8 +52,8 @@ def test_shutdown_cancels_running_and_queued_jobs_after_cleanup():
         manager = JobManager(ResponsesSettings(job_workers=1), shutdown_wait_s=5)
         log: list = []
         running, queued = make_job(endless(0.05, log)), make_job(endless(0, log))
-        manager.admit(running)
-        manager.admit(queued)
+        await manager.admit(running)
+        await manager.admit(queued)
         await asyncio.sleep(0.05)
         await manager.shutdown()
         return running, queued, log
@@ -69,7 +69,7 @@ def test_shutdown_raises_when_the_backend_does_not_release_in_time():
         manager = JobManager(ResponsesSettings(job_workers=1), shutdown_wait_s=0.2)
         log: list = []
         job = make_job(endless(30, log))
-        manager.admit(job)
+        await manager.admit(job)
         await asyncio.sleep(0.05)
         with pytest.raises(JobCleanupError, match="did not finish cleaning up"):
             await manager.shutdown()
@@ -85,7 +85,7 @@ def test_cancel_waits_for_cleanup_before_publishing_cancelled():
         manager = JobManager(ResponsesSettings(job_workers=1))
         log: list = []
         job = make_job(endless(0.2, log))
-        manager.admit(job)
+        await manager.admit(job)
         await asyncio.sleep(0.05)
         snapshot = await manager.cancel(job)
         return job, snapshot, log
@@ -102,7 +102,7 @@ def test_cancel_returns_in_progress_when_cleanup_is_slower_than_the_wait(monkeyp
         manager = JobManager(ResponsesSettings(job_workers=1))
         log: list = []
         job = make_job(endless(0.5, log))
-        manager.admit(job)
+        await manager.admit(job)
         await asyncio.sleep(0.05)
         first = await manager.cancel(job)
         await job.done.wait()
@@ -122,7 +122,7 @@ def test_a_finished_job_records_its_terminal_state_once():
             yield Finished("stop", Usage(1, 0, 1, 0))
 
         job = make_job(generate)
-        manager.admit(job)
+        await manager.admit(job)
         await asyncio.wait_for(job.done.wait(), 1)
         again = await manager.cancel(job)
         return job, again, manager.stats()
@@ -137,10 +137,10 @@ def test_a_queued_job_fails_at_its_deadline_without_generating():
         manager = JobManager(ResponsesSettings(job_workers=1, job_timeout_s=1))
         log: list = []
         first = make_job(endless(0.5, log))  # its cleanup keeps the only worker busy past the second's deadline
-        manager.admit(first)
+        await manager.admit(first)
         await asyncio.sleep(0.1)
         second = make_job(endless(0, log))
-        manager.admit(second)
+        await manager.admit(second)
         await asyncio.wait_for(second.done.wait(), 3)
         await asyncio.wait_for(first.done.wait(), 3)
         return first, second, log

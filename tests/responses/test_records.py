@@ -41,13 +41,13 @@ def make_records() -> ResponseRecords:
     return records
 
 
-def background(records: ResponseRecords, owner: str, generate, history: list[dict] | None = None) -> Job:
+async def background(records: ResponseRecords, owner: str, generate, history: list[dict] | None = None) -> Job:
     """Admit a background job of `owner` whose input history is `history`. Nothing saves it to the store, as
     when the store has evicted its copy while the record is retained."""
     assembler = ResponseAssembler(parse(input="hi", background=True, store=True), model="m")
     job = Job(assembler.id, owner, assembler, EventLog(100, 100_000, assembler.reserve_sequence), generate, Turn(),
               orjson.dumps(history if history is not None else [item("b1", "hi")]))
-    records.jobs.admit(job)
+    await records.jobs.admit(job)
     return job
 
 
@@ -95,7 +95,7 @@ def test_a_stored_response_is_retrieved_from_the_store():
 def test_a_running_background_job_is_retrieved_live_and_streamable():
     async def scenario():
         records = make_records()
-        job = background(records, ALICE, endless())
+        job = await background(records, ALICE, endless())
         await started(job)
         live = await records.retrieve(ALICE, job.id)
         streamed = await records.streamable(ALICE, job.id)
@@ -117,7 +117,7 @@ def test_a_response_known_only_from_the_store_cannot_be_streamed():
 def test_continuing_a_running_job_is_a_409_and_a_cancelled_one_a_400():
     async def scenario():
         records = make_records()
-        job = background(records, ALICE, endless())
+        job = await background(records, ALICE, endless())
         await started(job)
         running = await refused(ConflictError, 409, "conflict",
                           records.open_turn, ALICE, parse(previous_response_id=job.id, input="next"))
@@ -135,7 +135,7 @@ def test_continuing_a_running_job_is_a_409_and_a_cancelled_one_a_400():
 def test_continuing_prefers_the_stored_copy_and_falls_back_to_the_job_record():
     async def scenario():
         records = make_records()
-        job = background(records, ALICE, short("answer"))
+        job = await background(records, ALICE, short("answer"))
         await asyncio.wait_for(job.done.wait(), 1)
         with await records.open_turn(ALICE, parse(previous_response_id="r1", input="next")) as stored:
             from_store = [entry["id"] for entry in stored.history]
@@ -161,7 +161,7 @@ def test_input_items_page_through_the_store_and_a_job_record():
     async def scenario():
         records = make_records()
         records.store.core.put(ALICE, response("r2", answer("m2")), [item("a"), item("b"), item("c")])
-        job = background(records, ALICE, endless(), history=[item("j1"), item("j2")])
+        job = await background(records, ALICE, endless(), history=[item("j1"), item("j2")])
         newest = await records.input_items(ALICE, "r2", order="desc", limit=2, after=None)
         rest = await records.input_items(ALICE, "r2", order="desc", limit=2, after="b")
         from_job = await records.input_items(ALICE, job.id, order="asc", limit=20, after=None)
@@ -181,7 +181,7 @@ def test_input_items_page_through_the_store_and_a_job_record():
 def test_delete_forgets_both_copies_and_refuses_a_running_job():
     async def scenario():
         records = make_records()
-        running = background(records, ALICE, endless())
+        running = await background(records, ALICE, endless())
         await started(running)
         active = await refused(ConflictError, 409, "conflict", records.delete, ALICE, running.id)
         await records.cancel(ALICE, running.id)
@@ -199,7 +199,7 @@ def test_delete_forgets_both_copies_and_refuses_a_running_job():
 def test_cancel_answers_a_finished_background_response_as_it_is_and_refuses_a_foreground_one():
     async def scenario():
         records = make_records()
-        job = background(records, ALICE, short())
+        job = await background(records, ALICE, short())
         await asyncio.wait_for(job.done.wait(), 1)
         again = await records.cancel(ALICE, job.id)
         try:
@@ -215,7 +215,7 @@ def test_cancel_answers_a_finished_background_response_as_it_is_and_refuses_a_fo
 def test_another_key_sees_nothing_of_a_response():
     async def scenario():
         records = make_records()
-        job = background(records, ALICE, short())
+        job = await background(records, ALICE, short())
         await asyncio.wait_for(job.done.wait(), 1)
         for response_id in ("r1", job.id):
             await refused(NotFoundError, 404, "not_found", records.retrieve, BOB, response_id)

@@ -123,7 +123,7 @@ def continuation(previous: str, **fields) -> dict:
 def job_generating(server, response_id: str) -> bool:
     """The job has published a few events; the job table is read on the server's loop, which alone changes it."""
     def published() -> int:
-        job = server.app.state.jobs.find(OWNER, response_id)
+        job = server.app.state.jobs.find_local(OWNER, response_id)
         return job.log.last if job is not None else -1
 
     return server.on_loop(published) > 6
@@ -131,7 +131,7 @@ def job_generating(server, response_id: str) -> bool:
 
 def job_state(server, response_id: str) -> str | None:
     def read() -> str | None:
-        job = server.app.state.jobs.find(OWNER, response_id)
+        job = server.app.state.jobs.find_local(OWNER, response_id)
         return job.state if job is not None else None
 
     return server.on_loop(read)

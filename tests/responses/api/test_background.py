@@ -45,7 +45,7 @@ def wait_status(server, response_id: str, *statuses: str) -> bool:
 def generating(server, response_id: str, owner: str = "public") -> bool:
     """The task has published a few text deltas (it is mid-generation); the job table is read on the loop."""
     def published() -> int:
-        job = server.app.state.jobs.find(owner, response_id)
+        job = server.app.state.jobs.find_local(owner, response_id)
         return job.log.last if job is not None else -1
 
     return server.on_loop(published) > 6
@@ -161,7 +161,7 @@ def test_cursor_errors(start_server):
         assert gone.status_code == 410 and gone.json()["error"]["param"] == "starting_after"
         replay_all = http.get(f"/v1/responses/{job.id}?stream=true")
         assert replay_all.status_code == 410
-        final = server.on_loop(lambda: server.app.state.jobs.find("public", job.id).log.last)
+        final = server.on_loop(lambda: server.app.state.jobs.find_local("public", job.id).log.last)
         tail = read_events(http, f"/v1/responses/{job.id}?stream=true&starting_after={final - 2}")
         assert http.get(f"/v1/responses/{job.id}?stream=true&starting_after={final + 1}").status_code == 400
     assert [e["sequence_number"] for e in tail] == [final - 1, final]
@@ -346,8 +346,8 @@ def test_shutdown_cancels_active_tasks(start_server):
     assert wait_for(lambda: generating(server, running.id))
     jobs = server.app.state.jobs
     server.stop()
-    assert jobs.find("public", running.id).state == "cancelled"
-    assert jobs.find("public", queued.id).state == "cancelled"
+    assert jobs.find_local("public", running.id).state == "cancelled"
+    assert jobs.find_local("public", queued.id).state == "cancelled"
     assert server.engine.cancelled == 1 and server.engine.calls == 1
 
 
@@ -362,7 +362,7 @@ def test_shutdown_ends_connected_readers_and_cancels_their_task(start_server):
     next(iter_frames(lines))
     jobs = server.app.state.jobs
     server.stop()  # the grace period, then the task's cancellation
-    assert jobs.find("public", job.id).state == "cancelled"
+    assert jobs.find_local("public", job.id).state == "cancelled"
     assert server.engine.cancelled == 1
     http.close()
 

@@ -1,0 +1,296 @@
+"""A background task's event log on Redis: the owner's writer (`RedisJobLog`) and any replica's reader
+(`RedisLogReader`). The memory log's contract holds (`event_log.py`): events keep their sequence numbers,
+the oldest are dropped past `EVENT_COUNT` / `EVENT_BYTES`, a reader that fell behind gets a terminal `error`
+event with a number of its own, and no event is silently skipped.
+
+The writer costs Redis a round trip per flush, not per token: events wait in a buffer while one flush is in
+flight, and the next flush carries all of them in one script (`APPEND`), which also renews the task's lease,
+writes a changed state or snapshot, and answers whether a cancel was asked through another replica. The
+snapshot is sent when it changes for a reader that retrieves it: at a state change and when an output item
+opens or closes (an item in progress shows no content anyway). While Redis does not answer, the buffer
+keeps every event and the flush is retried; past the log's own bounds the buffer makes the generation wait
+(`room`), so the replica's memory stays bounded and nothing is dropped. A write the record refuses (its
+fence moved on: another replica failed the task after its lease lapsed) stops the writer for good.
+
+A reader follows with `XREAD BLOCK` on its own connection (`tail_client`, a pool sized by the reader bound),
+from its cursor: Redis answers at once with every event it has not delivered, or when the next one arrives.
+While Redis does not answer, it waits and retries; the stream stays open and its keep-alive comments go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import orjson
+
+from ..errors import EventTooLarge, StoreUnavailableError
+from .event_log import LoggedEvent, overtaken_error
+from .redis_link import RedisLink
+
+SNAPSHOT_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
+"""Events after which a retrieve's answer differs: the snapshot is written with them."""
+SEQUENCE_BYTES = 32
+"""What `{"sequence_number":N,` adds to an event's JSON, at most: counted before the log numbers it."""
+BATCH_EVENTS = 512
+"""Events one flush carries at most, so one script never holds Redis long."""
+READ_COUNT = 512
+BLOCK_MS = 1000
+RETRY_S = (0.05, 1.0)
+"""The first and the longest wait between attempts while Redis does not answer."""
+
+
+def stream_id(sequence: int) -> str:
+    return f"0-{sequence + 1}"
+
+
+def sequence_of(entry_id: bytes) -> int:
+    return int(entry_id.split(b"-")[1]) - 1
+
+
+def unnumbered(event: dict) -> tuple[str, bytes]:
+    """(type, JSON without its sequence number): what the log numbers as it appends."""
+    return event["type"], orjson.dumps({key: value for key, value in event.items() if key != "sequence_number"})
+
+
+class RedisLogReader:
+    """Where a reader starts (`check_cursor`, from the record as read) and what it reads (`follow`)."""
+
+    def __init__(self, logs: "JobLogs", job_id: str, first: int, next_sequence: int) -> None:
+        self.logs = logs
+        self.job_id = job_id
+        self.first_retained = first
+        self.last = next_sequence - 1
+
+    def check_cursor(self, after: int) -> str | None:
+        if after > self.last:
+            return "future"
+        if after + 1 < self.first_retained:
+            return "expired"
+        return None
+
+    async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
+        """Every event after `after`, live until the log's end entry."""
+        cursor = after
+        key = self.logs.key("js:", self.job_id)
+        retry = RETRY_S[0]
+        while True:
+            try:
+                got = await self.logs.tail(key, cursor)
+                if not got and not await self.logs.exists(self.job_id):
+                    yield _logged(_gone(cursor))  # deleted, or Redis lost it: nothing more will come
+                    return
+            except StoreUnavailableError:
+                await asyncio.sleep(retry)
+                retry = min(RETRY_S[1], retry * 2)
+                continue
+            retry = RETRY_S[0]
+            for entry_id, fields in got:
+                sequence = sequence_of(entry_id)
+                if sequence > cursor + 1:  # what came between was dropped while this reader lagged
+                    yield _logged(overtaken_error(cursor, await self._reserve(cursor)))
+                    return
+                cursor = sequence
+                if b"e" in fields:
+                    return
+                if b"j" in fields:  # a placeholder holds a number another reader's error took
+                    yield LoggedEvent(fields[b"t"].decode(), fields[b"j"])
+
+    async def _reserve(self, cursor: int) -> int:
+        """A number for this reader's error; Redis lost or unreachable: the one after its cursor, which no
+        event it could still be sent will ever carry."""
+        try:
+            reserved = await self.logs.reserve(self.job_id)
+        except StoreUnavailableError:
+            return cursor + 1
+        return reserved if reserved >= 0 else cursor + 1
+
+
+class JobLogs:
+    """What every log of one replica shares: the link, the tail connection pool, the scripts, the bounds."""
+
+    def __init__(self, link: RedisLink, tail_client: Any, scripts: dict, *, max_count: int, max_bytes: int,
+                 block_ms: int = BLOCK_MS) -> None:
+        self.link = link
+        self.tail_client = tail_client
+        self.scripts = scripts
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self.block_ms = block_ms
+
+    def key(self, kind: str, job_id: str) -> str:
+        return f"{self.link.prefix}{kind}{job_id}"
+
+    async def tail(self, key: str, cursor: int) -> list:
+        """The entries after `cursor`, waiting up to `block_ms` for one (an empty list when none came)."""
+        read = lambda: self.tail_client.xread({key: stream_id(cursor)}, count=READ_COUNT, block=self.block_ms)  # noqa: E731
+        got = await self.link.command(read, timeout=self.block_ms / 1000 + self.link.command_timeout)
+        return got[0][1] if got else []
+
+    async def exists(self, job_id: str) -> bool:
+        return bool(await self.link.command(lambda: self.link.client.exists(self.key("j:", job_id))))
+
+    async def reserve(self, job_id: str) -> int:
+        return int(await self.scripts["RESERVE"]([self.link.prefix, job_id, self.max_count, self.max_bytes]))
+
+
+class RedisJobLog:
+    """The owner's side of one task's log: `append`, `mark` (a state), `close` (the end), and `follow` for
+    its first reader. `on_cancel` runs when Redis says a cancel was asked elsewhere; `on_fenced` when the
+    record refused a write (the task was failed by another replica, or is gone)."""
+
+    def __init__(self, logs: JobLogs, job_id: str, snapshot: Callable[[], dict], *, lease_s: float,
+                 clock: Callable[[], float], on_cancel: Callable[[], None], on_fenced: Callable[[], None]) -> None:
+        self.logs = logs
+        self.job_id = job_id
+        self.fence = 0
+        """Set when the record is created (`RedisJobManager.admit`)."""
+        self.lease_s = lease_s
+        self.clock = clock
+        self._snapshot = snapshot
+        self._on_cancel = on_cancel
+        self._on_fenced = on_fenced
+        self._pending: deque[tuple[str, bytes]] = deque()
+        self.bytes = 0
+        """Bytes of events waiting for a flush: this replica's memory for the task's log."""
+        self._state: str | None = None
+        self._snapshot_due = False
+        self._closing = False
+        self.closed = False
+        self.fenced = False
+        self._flusher: asyncio.Task | None = None
+        self._room = asyncio.Event()
+        self._room.set()
+        self._drained = asyncio.Event()
+        self._flushed = asyncio.Event()
+        """Set and replaced after every flush attempt: what `confirmed` waits on."""
+        self.flushes = 0
+
+    # -- what the job manager writes ----------------------------------------------------
+    def encode(self, event: dict) -> tuple[str, bytes]:
+        """The event as the log keeps it; one larger than the log's byte bound is refused."""
+        kind, body = unnumbered(event)
+        size = len(body) + SEQUENCE_BYTES
+        if size > self.logs.max_bytes:
+            raise EventTooLarge(size, self.logs.max_bytes)
+        return kind, body
+
+    def append(self, event: dict) -> None:
+        if self.fenced:
+            return
+        kind, body = self.encode(event)
+        self._pending.append((kind, body))
+        self.bytes += len(body)
+        if kind in SNAPSHOT_EVENTS:
+            self._snapshot_due = True
+        if len(self._pending) > self.logs.max_count or self.bytes > self.logs.max_bytes:
+            self._room.clear()
+        self._kick()
+
+    def mark(self, state: str) -> None:
+        """The task's new state, written with the next flush (with the snapshot)."""
+        self._state = state
+        self._snapshot_due = True
+        self._kick()
+
+    def close(self) -> None:
+        """No more events: the next flush writes the terminal state and ends the log."""
+        self._closing = True
+        self._kick()
+
+    def room(self) -> Awaitable[None] | None:
+        """None while the buffer is within the log's bounds; else what the generation awaits."""
+        return None if self._room.is_set() else self._room.wait()
+
+    async def confirmed(self) -> bool:
+        """Until the state last marked is in Redis: True, or the record refused it: False."""
+        while self._state is not None and not self.fenced:
+            await self._flushed.wait()
+        return not self.fenced
+
+    async def drained(self) -> None:
+        """Until the log is closed in Redis (or the writer was fenced)."""
+        await self._drained.wait()
+
+    def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
+        """The task's first reader: from Redis, like every other."""
+        return RedisLogReader(self.logs, self.job_id, 0, after + 1).follow(after)
+
+    def stop(self) -> None:
+        """Shutdown gave up waiting: stop retrying."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+        self._drained.set()
+
+    # -- flushing -------------------------------------------------------------------------
+    def _kick(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush_all())
+
+    def _has_work(self) -> bool:
+        return bool(self._pending) or self._state is not None or self._snapshot_due or (self._closing and not self.closed)
+
+    async def _flush_all(self) -> None:
+        retry = RETRY_S[0]
+        while not self.fenced and self._has_work():
+            try:
+                await self._flush_once()
+            except StoreUnavailableError:
+                await asyncio.sleep(retry)
+                retry = min(RETRY_S[1], retry * 2)
+                continue
+            finally:
+                self._flushed.set()
+                self._flushed = asyncio.Event()
+            retry = RETRY_S[0]
+        if self.closed or self.fenced:
+            self._drained.set()
+
+    async def _flush_once(self) -> None:
+        count = min(len(self._pending), BATCH_EVENTS)
+        batch = [self._pending[i] for i in range(count)]
+        state, due = self._state, self._snapshot_due
+        close = self._closing and count == len(self._pending)
+        self._snapshot_due = False
+        snapshot = orjson.dumps(self._snapshot()) if due or close else b""
+        now = self.clock()
+        args: list = [self.logs.link.prefix, self.job_id, self.fence, now, now + self.lease_s, self.logs.max_count,
+                      self.logs.max_bytes, state or "", snapshot, 1 if close else 0]
+        for kind, body in batch:
+            args += (kind, body)
+        try:
+            answer = await self.logs.scripts["APPEND"](args)
+        except BaseException:
+            self._snapshot_due = self._snapshot_due or due
+            raise
+        self.flushes += 1
+        if answer[0] != b"ok":
+            self.fenced = True
+            self._pending.clear()
+            self.bytes = 0
+            self._room.set()
+            self._on_fenced()
+            return
+        for _ in range(count):
+            self.bytes -= len(self._pending.popleft()[1])
+        if self._state == state:
+            self._state = None
+        if close:
+            self.closed = True
+        if len(self._pending) <= self.logs.max_count and self.bytes <= self.logs.max_bytes:
+            self._room.set()
+        if int(answer[1]) == 1 and not close:
+            self._on_cancel()
+
+
+def _logged(event: dict) -> LoggedEvent:
+    return LoggedEvent(event["type"], orjson.dumps(event))
+
+
+def _gone(cursor: int) -> dict:
+    return {
+        "type": "error", "sequence_number": cursor + 1, "code": "response_gone", "param": None,
+        "message": "This background response's record is gone (deleted, or lost by the store); retrieve it to see "
+                   "whether a stored copy remains.",
+    }

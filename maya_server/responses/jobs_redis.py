@@ -1,0 +1,328 @@
+"""Background tasks on Redis (`--store redis://…`): any replica follows, cancels and recovers any task.
+
+Generation stays where the task was admitted: that replica's workers run it exactly as in memory
+(`JobManager`), and its cleanup still comes before its terminal state. What moves to Redis is everything
+another replica must see (`jobs_redis_lua.py` has the keys and scripts):
+
+- **The record and the log.** The task's state, its response as last published, its input history and its
+  events (a Redis Stream, numbered by the log) live in Redis. Retrieve, `stream=true&starting_after=N`,
+  delete (409 while active) and continuation read them through any replica. The per-task event bounds,
+  `JOB_ENTRIES`, `JOB_OWNER_ENTRIES` and `JOB_TTL_S` hold for the fleet (the admission script checks them
+  all at once); the reader bounds stay per replica, as they bound this process's connections.
+- **Leases.** The replica running a task holds a lease on it (`--job-lease-s`). Every flush of the task's
+  events renews it, and a heartbeat renews all of this replica's leases every `min(1, lease / 4)` seconds
+  in one script. The same heartbeat lists tasks whose lease lapsed (their replica was killed, or lost Redis
+  for longer than the lease): this replica fails each with a server error and ends its log, so every reader
+  gets a terminal event. Whichever replica does it first wins; the others' attempts change nothing.
+- **Fencing.** Failing a lapsed task moves its fence on, and a finished record refuses every write: an owner
+  that comes back late (SIGSTOP, a long partition) learns from its next write that the task is no longer
+  its own, stops generating, and writes nothing.
+- **Queued tasks of a replica that died are failed, not restarted elsewhere.** A task's prepared prompt,
+  pinned history and fetched images exist only in the memory of the replica that admitted it; starting it
+  elsewhere would mean storing whole requests (images included) in Redis and re-validating them against
+  another replica's model and settings. Failing it within the lease is honest and bounded; the client
+  creates it again.
+- **Cancel through another replica** marks the record; the owner's next heartbeat or flush (at most one
+  heartbeat away) cancels the task as in memory, and the caller waits up to five seconds for the record to
+  finish, then answers with it as it is. Graceful shutdown cancels this replica's tasks and waits for their
+  terminal writes, so readers on other replicas see the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+import orjson
+
+from ..errors import EventTooLarge, StoreUnavailableError
+from . import jobs_redis_lua as lua
+from .assembler import ResponseAssembler
+from .job_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
+from .jobs import (
+    ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
+)
+from .redis_link import RedisLink
+from .settings import ResponsesSettings
+
+SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP")
+CANCEL_POLL_S = 0.1
+OWNER_LOST = ("The replica that ran this background response stopped renewing its lease (it was stopped, or "
+              "lost the store); the response failed. Create it again.")
+OWNER_LOST_CODE = "background_owner_lost"
+
+log = logging.getLogger("maya.jobs")
+
+
+@dataclass
+class SharedJob:
+    """A task's record as read from Redis: what retrieve, stream, continue, delete and cancel need."""
+
+    id: str
+    owner: str
+    state: str
+    snapshot_json: bytes
+    history: bytes
+    """Empty unless the lookup asked for it."""
+    log: RedisLogReader
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+    def snapshot(self) -> dict:
+        return orjson.loads(self.snapshot_json)
+
+    def history_items(self) -> list[dict]:
+        return orjson.loads(self.history) + self.snapshot()["output"]
+
+
+class RedisJobManager(JobManager):
+    backend = "redis"
+
+    def __init__(self, settings: ResponsesSettings, *, link: RedisLink, tail_client: Any, lease_s: float,
+                 wall_clock: Callable[[], float] = time.time, **options) -> None:
+        super().__init__(settings, **options)
+        self.link = link
+        self.lease_s = lease_s
+        self.heartbeat_s = min(1.0, lease_s / 4)
+        self.wall_clock = wall_clock
+        """Leases and retention are the replicas' wall clock (NTP-synchronised; skew must stay well under the lease)."""
+        self.replica = secrets.token_hex(8)
+        scripts = {name: link.script(getattr(lua, name)) for name in SCRIPTS}
+        self.logs = JobLogs(link, tail_client, scripts, max_count=settings.event_count, max_bytes=settings.event_bytes)
+        self._scripts = scripts
+        self._draining: dict[str, Job] = {}
+        """This replica's tasks whose log is not yet closed in Redis: the heartbeat renews their leases."""
+        self._heartbeat: asyncio.Task | None = None
+        self.fleet: dict = {"records": 0, "active": 0}
+        self.fenced = 0
+        self.reaped = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+
+    async def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+        await self.logs.tail_client.aclose()
+        await self.logs.tail_client.connection_pool.disconnect()
+
+    def new_log(self, job_id: str, assembler: ResponseAssembler) -> RedisJobLog:
+        return RedisJobLog(self.logs, job_id, assembler.snapshot, lease_s=self.lease_s, clock=self.wall_clock,
+                           on_cancel=lambda: self._cancel_asked(job_id), on_fenced=lambda: self._fenced(job_id))
+
+    # -- admission ------------------------------------------------------------------------
+    async def admit(self, job: Job) -> None:
+        """One script checks the fleet's bounds, creates the record and writes the queued events."""
+        self._check_accepting()
+        s = self.settings
+        try:
+            events = [job.log.encode(event) for event in job.assembler.queued()]
+        except EventTooLarge as exc:
+            raise _cannot_keep(exc) from None
+        now = self.wall_clock()
+        args: list = [self.link.prefix, now, s.job_ttl_s, s.job_entries, s.job_owner_entries, s.event_count,
+                      s.event_bytes, job.id, await self.link.scope(job.owner), self.replica, now + self.lease_s,
+                      job.history, orjson.dumps(job.snapshot())]
+        for kind, body in events:
+            args += (kind, body)
+        answer = await self._scripts["ADMIT"](args)
+        outcome = answer[0].decode()
+        if outcome != "ok":
+            self.counters.rejections += 1
+            if outcome == "owner_full":
+                raise _owner_full(s)
+            if outcome == "full":
+                raise _fleet_full(s)
+            raise RuntimeError(f"background response {job.id} already exists")  # ids are generated: a bug
+        job.log.fence = int(answer[1])
+        self._draining[job.id] = job
+        self._enqueue(job)
+
+    # -- lookups --------------------------------------------------------------------------
+    async def find(self, owner: str, response_id: str, *, history: bool = False) -> SharedJob | None:
+        s = self.settings
+        got = await self._scripts["READ"]([self.link.prefix, response_id, await self.link.scope(owner),
+                                           self.wall_clock(), s.job_ttl_s, 1 if history else 0])
+        if got is None:
+            return None
+        state, snapshot, first, next_sequence, stored_history = got
+        return SharedJob(response_id, owner, state.decode(), snapshot, stored_history,
+                         RedisLogReader(self.logs, response_id, int(first), int(next_sequence)))
+
+    async def delete(self, owner: str, response_id: str) -> bool:
+        s = self.settings
+        got = await self._scripts["DELETE"]([self.link.prefix, response_id, await self.link.scope(owner),
+                                             self.wall_clock(), s.job_ttl_s])
+        if isinstance(got, bytes):
+            raise _still_active(response_id, got.decode())
+        return bool(got)
+
+    # -- cancellation ---------------------------------------------------------------------
+    async def cancel(self, job: SharedJob) -> dict:
+        """Cancel through whichever replica: the owner cancels and cleans up; this waits up to five seconds
+        for the record to finish, then answers with the record as it is."""
+        deadline = asyncio.get_running_loop().time() + CANCEL_WAIT_S
+        if job.active:  # marked in Redis even when it runs here: its owner acts on the mark at its next write
+            marked = await self._scripts["CANCEL"]([self.link.prefix, job.id, await self.link.scope(job.owner)])
+            if marked is None:
+                return job.snapshot()  # deleted meanwhile: what the caller found
+        local = self._jobs.get(job.id)
+        if local is not None:
+            self._request_cancel(local)
+        current = job
+        while current.active and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(CANCEL_POLL_S)
+            current = await self.find(job.owner, job.id) or current
+        return current.snapshot()
+
+    def _cancel_asked(self, job_id: str) -> None:
+        """Redis says a cancel was asked through another replica."""
+        job = self._jobs.get(job_id)
+        if job is not None:
+            self._request_cancel(job)
+
+    def _fenced(self, job_id: str) -> None:
+        """The record refused this replica's write: the task is no longer ours. Stop it; write nothing."""
+        self.fenced += 1
+        log.warning("a background response's lease lapsed and another replica ended it; stopping its generation")
+        job = self._draining.pop(job_id, None)
+        if job is not None and job.active:
+            self._request_cancel(job)
+
+    # -- state ----------------------------------------------------------------------------
+    def _transition(self, job: Job, state: str) -> None:
+        super()._transition(job, state)
+        job.log.mark(state)
+
+    def _finish(self, job: Job, state: str, events: list[dict]) -> None:
+        try:
+            super()._finish(job, state, events)
+        finally:
+            self._jobs.pop(job.id, None)  # the record lives in Redis; this replica keeps only what it runs
+            asyncio.ensure_future(self._forget_when_drained(job))
+
+    async def _forget_when_drained(self, job: Job) -> None:
+        await job.log.drained()
+        self._draining.pop(job.id, None)
+
+    async def _claimed(self, job: Job) -> bool:
+        """Generation starts only once Redis took `in_progress` from this replica: a task another replica failed
+        meanwhile (its lease lapsed while it waited here) is not generated at all. Redis silent for a whole
+        lease: the task fails here too."""
+        try:
+            claimed = await asyncio.wait_for(job.log.confirmed(), self.lease_s)
+        except asyncio.TimeoutError:
+            self._finish(job, "failed", job.assembler.fail(StoreUnavailableError(
+                "The response store (Redis) did not answer when this background response started.")))
+            return False
+        if not claimed:
+            self._finish(job, "failed", [])  # another replica ended it; nothing more is written
+        elif job.timer is not None and job.timer.when() <= asyncio.get_running_loop().time():
+            self.counters.timeouts += 1  # its deadline passed while Redis was slow to answer
+            self._finish(job, "failed", job.assembler.fail(_timeout_error(self.settings)))
+            return False
+        return claimed
+
+    def _backlog(self, job: Job) -> Awaitable[None] | None:
+        return job.log.room()
+
+    # -- heartbeat ------------------------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                await self.heartbeat()
+            except StoreUnavailableError:
+                pass  # counted by the link; the next beat tries again, and the flushes retry on their own
+            except Exception as error:  # a bug must not end the heartbeat: leases would lapse
+                log.error("background heartbeat failed: %s", type(error).__name__)
+            await asyncio.sleep(self.heartbeat_s)
+
+    async def heartbeat(self) -> None:
+        """Renew this replica's leases; act on cancels asked elsewhere and on records that refused us; fail
+        the tasks whose lease lapsed."""
+        held = list(self._draining.values())
+        now = self.wall_clock()
+        args: list = [self.link.prefix, now, self.settings.job_ttl_s, now + self.lease_s]
+        for job in held:
+            args += (job.id, job.log.fence)
+        answers, lapsed, figures, records, active = await self._scripts["HEARTBEAT"](args)
+        self.fleet = {"records": int(records), "active": int(active),
+                      **{key.decode(): int(value) for key, value in zip(figures[::2], figures[1::2])}}
+        for job, answer in zip(held, answers):
+            if answer == b"cancel":
+                self._cancel_asked(job.id)
+            elif answer in (b"fenced", b"gone") and not job.log.fenced:
+                job.log.fenced = True
+                self._fenced(job.id)
+        for job_id in lapsed:
+            if job_id.decode() not in self._draining:
+                await self._reap(job_id.decode())
+
+    async def _reap(self, job_id: str) -> None:
+        """Fail a task whose owner's lease lapsed, with a terminal event for every reader."""
+        key = self.logs.key("j:", job_id)
+        fence, snapshot = await self.link.command(lambda: self.link.client.hmget(key, "f", "snap"))
+        if fence is None:
+            return
+        failed, events = lapsed_failure(orjson.loads(snapshot))
+        s = self.settings
+        args: list = [self.link.prefix, job_id, int(fence), self.wall_clock(), s.event_count, s.event_bytes,
+                      orjson.dumps(failed)]
+        for kind, body in events:
+            args += (kind, body)
+        if await self._scripts["REAP"](args):
+            self.reaped += 1
+            log.warning("a background response's replica stopped renewing its lease; the response failed")
+
+    # -- shutdown and figures -------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """As in memory, then until every terminal write of this replica is in Redis (within the shutdown wait)."""
+        try:
+            await super().shutdown()
+        finally:
+            logs = [job.log for job in self._draining.values()]
+            if logs:
+                _, pending = await asyncio.wait([asyncio.ensure_future(l.drained()) for l in logs],
+                                                timeout=self.shutdown_wait_s)
+                for job_log in logs:
+                    job_log.stop()
+                if pending:
+                    log.error("%d background response(s) could not write their end to the store before shutdown",
+                              len(pending))
+
+    def stats(self) -> dict:
+        c = self.counters
+        local = list(self._jobs.values())
+        return {
+            "backend": "redis", "records": self.fleet["records"],
+            "queued": sum(job.state == "queued" for job in local),
+            "running": sum(job.state == "in_progress" for job in local),
+            "event_bytes": sum(job.log.bytes for job in self._draining.values()),
+            "readers": sum(self._readers.values()), "admitted": c.admitted, "rejections": c.rejections,
+            "reader_rejections": c.reader_rejections, "cancellations": c.cancellations, "timeouts": c.timeouts,
+            "evictions": c.evictions, "finished": dict(c.finished), "fenced": self.fenced, "reaped": self.reaped,
+            "lease_s": self.lease_s, "fleet": dict(self.fleet),
+            "limits": {"records": self.settings.job_entries, "workers": self.settings.job_workers,
+                       "owner_active": self.settings.job_owner_entries, "readers": self.settings.stream_readers},
+        }
+
+
+def lapsed_failure(snapshot: dict) -> tuple[dict, list[tuple[str, bytes]]]:
+    """The failed response and its terminal events (unnumbered) for a task whose owner is gone: what it had
+    published, its unfinished items closed incomplete."""
+    for item in snapshot.get("output", []):
+        if item.get("status") == "in_progress":
+            item["status"] = "incomplete"
+    snapshot.update(status="failed", completed_at=None, incomplete_details=None,
+                    error={"code": "server_error", "message": OWNER_LOST})
+    events = [{"type": "error", "code": OWNER_LOST_CODE, "message": OWNER_LOST, "param": None},
+              {"type": "response.failed", "response": snapshot}]
+    return snapshot, [unnumbered(event) for event in events]

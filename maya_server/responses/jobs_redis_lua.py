@@ -1,0 +1,246 @@
+"""The Lua scripts of background tasks on Redis: every change to a task's record or log is one script, so it is
+atomic for the fleet, and every write by the replica that runs a task is fenced.
+
+Keys (P is `--store-prefix`, O an owner scope as the response store keys it, never a credential):
+
+    P j:ID       hash    one task's record: o (owner scope), s (state), r (the replica running it), f (fence),
+                         lu (lease until, s), snap (its response as last published), hist (its input history),
+                         n (the next sequence number), first (the oldest retained), eb (retained event bytes),
+                         cx (1: a cancel was asked through another replica), fin (finish time, once finished)
+    P js:ID      stream  its events: entry `0-(N+1)` is sequence number N; fields t (type) and j (its JSON),
+                         or p (a number reserved for one reader's error), or e (the end: nothing follows)
+    P jall       zset    every record → admission time: the fleet's `JOB_ENTRIES`
+    P jfin       zset    finished records → finish time: retention (`JOB_TTL_S`) and oldest-first eviction
+    P jlease     zset    active records → lease expiry: where a lapsed owner is found
+    P joa        hash    owner scope → active tasks: the fleet's `JOB_OWNER_ENTRIES`
+    P jn         hash    fleet figures: admitted, rejections, evictions, expirations, reaped, fences, finished:STATE
+
+Fencing: `f` is a number taken from `jn`'s `fences` counter when a record is created and again when another
+replica fails it after its lease lapsed (`REAP`); every write of the owner names the fence it holds, and a
+record whose fence moved on, or that has finished (`fin`), refuses it. So an owner that comes back late can
+neither overwrite the terminal state nor append after it.
+
+Numbering: the log numbers events as it appends them. The owner sends each event's JSON without its
+`sequence_number`; the script writes `{"sequence_number":N,` in front of the rest. So a number reserved for
+one reader's "you fell behind" error (`RESERVE`, on whichever replica the reader is) can never be given to
+another event.
+"""
+
+COMMON = r"""
+local P = ARGV[1]
+local function rec(id) return P .. 'j:' .. id end
+local function log(id) return P .. 'js:' .. id end
+local function sid(seq) return '0-' .. (seq + 1) end
+local function seq_of(entry_id) return tonumber(string.match(entry_id, '-(%d+)$')) - 1 end
+local function active(state) return state == 'queued' or state == 'in_progress' end
+
+local function drop(id)
+  redis.call('DEL', rec(id), log(id))
+  redis.call('ZREM', P .. 'jall', id)
+  redis.call('ZREM', P .. 'jfin', id)
+end
+
+local function purge(now, ttl)
+  local due = redis.call('ZRANGEBYSCORE', P .. 'jfin', '-inf', now - ttl, 'LIMIT', 0, 64)
+  for _, id in ipairs(due) do
+    drop(id)
+    redis.call('HINCRBY', P .. 'jn', 'expirations', 1)
+  end
+end
+
+local function entry_bytes(fields)
+  for i = 1, #fields, 2 do
+    if fields[i] == 'j' then return #fields[i + 1] end
+  end
+  return 0
+end
+
+-- Drop the oldest entries while the log holds more than `maxc` entries or `maxb` bytes of JSON.
+local function trim(id, maxc, maxb)
+  local r, k = rec(id), log(id)
+  local eb = tonumber(redis.call('HGET', r, 'eb'))
+  local len = redis.call('XLEN', k)
+  local cut = nil
+  while len > maxc or eb > maxb do
+    local oldest = redis.call('XRANGE', k, cut and '(' .. cut or '-', '+', 'COUNT', 64)
+    if #oldest == 0 then break end
+    for _, entry in ipairs(oldest) do
+      if not (len > maxc or eb > maxb) then break end
+      eb = eb - entry_bytes(entry[2])
+      len = len - 1
+      cut = entry[1]
+    end
+  end
+  if cut then
+    local first = seq_of(cut) + 1
+    redis.call('XTRIM', k, 'MINID', sid(first))
+    redis.call('HSET', r, 'first', first, 'eb', eb)
+  end
+end
+
+-- Append the events ARGV[from..] (type, JSON without its sequence number), numbered from the record's `n`.
+local function append(id, from, maxc, maxb)
+  local r, k = rec(id), log(id)
+  local n = tonumber(redis.call('HGET', r, 'n'))
+  local added = 0
+  for i = from, #ARGV, 2 do
+    local json = '{"sequence_number":' .. n .. ',' .. string.sub(ARGV[i + 1], 2)
+    redis.call('XADD', k, sid(n), 't', ARGV[i], 'j', json)
+    added = added + #json
+    n = n + 1
+  end
+  redis.call('HSET', r, 'n', n)
+  redis.call('HINCRBY', r, 'eb', added)
+  trim(id, maxc, maxb)
+end
+
+-- The record finishes in `state`: its log ends, its lease and active count go, its retention starts.
+local function finish(id, state, now)
+  local r = rec(id)
+  local o = redis.call('HGET', r, 'o')
+  local n = tonumber(redis.call('HGET', r, 'n'))
+  redis.call('XADD', log(id), sid(n), 'e', '1')
+  redis.call('HSET', r, 'n', n + 1, 's', state, 'fin', now)
+  redis.call('ZREM', P .. 'jlease', id)
+  if redis.call('HINCRBY', P .. 'joa', o, -1) <= 0 then redis.call('HDEL', P .. 'joa', o) end
+  redis.call('ZADD', P .. 'jfin', now, id)
+  redis.call('HINCRBY', P .. 'jn', 'finished:' .. state, 1)
+end
+
+-- 'ok', 'gone' (no record) or 'fenced' (another fence, or finished) for a write holding `fence`.
+local function check_fence(id, fence)
+  local f = redis.call('HMGET', rec(id), 'f', 'fin')
+  if not f[1] then return 'gone' end
+  if tonumber(f[1]) ~= fence or f[2] then return 'fenced' end
+  return 'ok'
+end
+"""
+
+ADMIT = COMMON + r"""
+-- ARGV: P now ttl job_entries owner_entries maxc maxb id owner replica lease_until hist snap [type json]...
+local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local job_entries, owner_entries = tonumber(ARGV[4]), tonumber(ARGV[5])
+local maxc, maxb = tonumber(ARGV[6]), tonumber(ARGV[7])
+local id, o, replica, lease_until = ARGV[8], ARGV[9], ARGV[10], tonumber(ARGV[11])
+purge(now, ttl)
+if redis.call('EXISTS', rec(id)) == 1 then return {'exists'} end
+if tonumber(redis.call('HGET', P .. 'joa', o) or '0') >= owner_entries then
+  redis.call('HINCRBY', P .. 'jn', 'rejections', 1)
+  return {'owner_full'}
+end
+while redis.call('ZCARD', P .. 'jall') >= job_entries do
+  local oldest = redis.call('ZRANGE', P .. 'jfin', 0, 0)
+  if #oldest == 0 then
+    redis.call('HINCRBY', P .. 'jn', 'rejections', 1)
+    return {'full'}
+  end
+  drop(oldest[1])
+  redis.call('HINCRBY', P .. 'jn', 'evictions', 1)
+end
+local fence = redis.call('HINCRBY', P .. 'jn', 'fences', 1)
+redis.call('HSET', rec(id), 'o', o, 's', 'queued', 'r', replica, 'f', fence, 'lu', lease_until,
+           'hist', ARGV[12], 'snap', ARGV[13], 'n', 0, 'first', 0, 'eb', 0, 'cx', 0)
+redis.call('ZADD', P .. 'jall', now, id)
+redis.call('ZADD', P .. 'jlease', lease_until, id)
+redis.call('HINCRBY', P .. 'joa', o, 1)
+redis.call('HINCRBY', P .. 'jn', 'admitted', 1)
+append(id, 14, maxc, maxb)
+return {'ok', fence}
+"""
+
+APPEND = COMMON + r"""
+-- ARGV: P id fence now lease_until maxc maxb state snap close [type json]...
+-- The owner's write: events, then (when given) its new state and snapshot; `close` = 1 ends the log.
+local id, fence, now, lease_until = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local checked = check_fence(id, fence)
+if checked ~= 'ok' then return {checked, 0} end
+append(id, 11, tonumber(ARGV[6]), tonumber(ARGV[7]))
+local r = rec(id)
+if ARGV[9] ~= '' then redis.call('HSET', r, 'snap', ARGV[9]) end
+if ARGV[8] ~= '' then redis.call('HSET', r, 's', ARGV[8]) end
+if ARGV[10] == '1' then
+  finish(id, redis.call('HGET', r, 's'), now)
+else
+  redis.call('HSET', r, 'lu', lease_until)
+  redis.call('ZADD', P .. 'jlease', lease_until, id)
+end
+return {'ok', tonumber(redis.call('HGET', r, 'cx'))}
+"""
+
+HEARTBEAT = COMMON + r"""
+-- ARGV: P now ttl lease_until [id fence]...
+-- Renew the leases this replica holds; answer each with ok, cancel (asked elsewhere), fenced or gone; list up to
+-- 16 records whose lease lapsed; and the fleet's figures.
+local now, ttl, lease_until = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+purge(now, ttl)
+local answers = {}
+for i = 5, #ARGV, 2 do
+  local id = ARGV[i]
+  local checked = check_fence(id, tonumber(ARGV[i + 1]))
+  if checked == 'ok' then
+    redis.call('HSET', rec(id), 'lu', lease_until)
+    redis.call('ZADD', P .. 'jlease', lease_until, id)
+    if redis.call('HGET', rec(id), 'cx') == '1' then checked = 'cancel' end
+  end
+  answers[#answers + 1] = checked
+end
+local lapsed = redis.call('ZRANGEBYSCORE', P .. 'jlease', '-inf', now, 'LIMIT', 0, 16)
+local figures = redis.call('HGETALL', P .. 'jn')
+return {answers, lapsed, figures, redis.call('ZCARD', P .. 'jall'), redis.call('ZCARD', P .. 'jlease')}
+"""
+
+READ = COMMON + r"""
+-- ARGV: P id owner now ttl with_history → nil, or {state, snap, first, next, hist}
+local id, o, now, ttl = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+purge(now, ttl)
+local f = redis.call('HMGET', rec(id), 'o', 's', 'snap', 'first', 'n')
+if not f[1] or f[1] ~= o then return nil end
+local hist = ''
+if ARGV[6] == '1' then hist = redis.call('HGET', rec(id), 'hist') end
+return {f[2], f[3], tonumber(f[4]), tonumber(f[5]), hist}
+"""
+
+RESERVE = COMMON + r"""
+-- ARGV: P id maxc maxb → a sequence number no event has, held by a placeholder entry (-1: no record)
+local id = ARGV[2]
+local r = rec(id)
+if redis.call('EXISTS', r) == 0 then return -1 end
+local n = tonumber(redis.call('HGET', r, 'n'))
+redis.call('XADD', log(id), sid(n), 'p', '1')
+redis.call('HSET', r, 'n', n + 1)
+trim(id, tonumber(ARGV[3]), tonumber(ARGV[4]))
+return n
+"""
+
+CANCEL = COMMON + r"""
+-- ARGV: P id owner → nil, or {state, replica}; an active record is marked for its owner to cancel
+local id, o = ARGV[2], ARGV[3]
+local f = redis.call('HMGET', rec(id), 'o', 's', 'r')
+if not f[1] or f[1] ~= o then return nil end
+if active(f[2]) then redis.call('HSET', rec(id), 'cx', 1) end
+return {f[2], f[3]}
+"""
+
+DELETE = COMMON + r"""
+-- ARGV: P id owner now ttl → 0 (no such record), 1 (deleted), or the state of an active one (kept)
+local id, o = ARGV[2], ARGV[3]
+purge(tonumber(ARGV[4]), tonumber(ARGV[5]))
+local f = redis.call('HMGET', rec(id), 'o', 's')
+if not f[1] or f[1] ~= o then return 0 end
+if active(f[2]) then return f[2] end
+drop(id)
+return 1
+"""
+
+REAP = COMMON + r"""
+-- ARGV: P id fence now maxc maxb snap [type json]...
+-- Fail a record whose owner's lease lapsed, if nothing changed since it was read (its fence, its lease).
+local id, fence, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local f = redis.call('HMGET', rec(id), 'f', 's', 'lu', 'fin')
+if not f[1] or tonumber(f[1]) ~= fence or f[4] or not active(f[2]) or tonumber(f[3]) > now then return 0 end
+redis.call('HSET', rec(id), 'f', redis.call('HINCRBY', P .. 'jn', 'fences', 1), 'snap', ARGV[7])
+append(id, 8, tonumber(ARGV[5]), tonumber(ARGV[6]))
+finish(id, 'failed', now)
+redis.call('HINCRBY', P .. 'jn', 'reaped', 1)
+return 1
+"""
