@@ -70,8 +70,9 @@ class MayaProcess:
             pass
 
     # -- talking to it ------------------------------------------------------------------
-    def http(self, timeout: float = 60.0) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=timeout)
+    def http(self, timeout: float = 60.0, api_key: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        return httpx.Client(base_url=self.url, timeout=timeout, headers=headers)
 
     def client(self, api_key: str = "unused") -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=60)

@@ -242,23 +242,27 @@ def test_delete_of_an_active_task_is_409_on_every_replica_then_works_through_any
 
 
 # -- a task never outlives its owner silently -------------------------------------------------
-def test_kill_9_of_the_owner_fails_its_running_and_queued_tasks_for_readers_elsewhere(fleet):
+def test_kill_9_of_the_owner_fails_its_running_and_queued_tasks_once_for_readers_on_b_and_c(fleet):
     a = fleet.start([LONG], "--job-lease-s", LEASE, environ={"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"})
-    b = fleet.start()
+    b, c = fleet.start(), fleet.start()
     runs, waits = create(a), create(a)
-    on_b = Reader(b, runs["id"])
+    on_b, on_c = Reader(b, runs["id"]), Reader(c, runs["id"])
     running(on_b)
     assert status(b, waits["id"]) == "queued"  # one worker: it waits behind the first
-    waiting_reader = Reader(b, waits["id"])
+    waiting_reader = Reader(c, waits["id"])
     a.kill()
 
-    assert_ends_failed_for_owner_lost(on_b.ended())
+    events = on_b.ended()
+    assert_ends_failed_for_owner_lost(events)
+    assert on_c.ended() == events  # B and C both watch for lapsed leases: the task is failed once
+    assert sum(e["type"] == "response.failed" for e in events) == 1
     assert_failed_with_server_error(b, runs["id"])
-    assert wait_for(lambda: status(b, waits["id"]) not in ("queued", "in_progress"), SETTLE_S)
-    assert_failed_with_server_error(b, waits["id"])  # a queued task is failed, never left queued
+    assert wait_for(lambda: status(c, waits["id"]) not in ("queued", "in_progress"), SETTLE_S)
+    assert_failed_with_server_error(c, waits["id"])  # a queued task is failed, never left queued
     queued_events = waiting_reader.ended()
     assert queued_events[-1]["type"] == "response.failed", queued_events[-3:]
-    assert read(b, runs["id"])[-1]["type"] == "response.failed"  # a new reader gets the end at once
+    assert not any(e["type"] == "response.in_progress" for e in queued_events)  # no one ran it
+    assert read(b, runs["id"]) == events  # a new reader gets the whole record and its end at once
 
 
 def test_sigstop_past_the_lease_then_sigcont_the_late_owner_is_fenced(fleet):
@@ -296,6 +300,95 @@ def test_sigterm_of_the_owner_cancels_its_tasks_and_readers_elsewhere_see_the_en
         assert events[-1]["type"] == "error" and events[-1]["code"] == "response_cancelled", events[-3:]
     for job in (runs, waits):
         assert status(b, job["id"]) == "cancelled"
+
+
+def test_the_deadline_of_a_task_on_a_fails_it_for_a_reader_on_b(fleet):
+    environ = {"MAYA_GLM_RESPONSES_JOB_TIMEOUT_S": "2"}
+    a = fleet.start([LONG], environ=environ)
+    b = fleet.start(environ=environ)
+    job = create(a)
+    events = Reader(b, job["id"]).ended()
+    assert [e["type"] for e in events[-2:]] == ["error", "response.failed"], events[-3:]
+    assert events[-2]["code"] == "job_timeout"
+    assert_failed_with_server_error(b, job["id"])
+
+
+# -- keys and readers ------------------------------------------------------------------------
+def test_another_key_finds_nothing_of_a_task_through_any_replica(fleet):
+    keys = ("--api-key", "key-one", "--api-key", "key-two")
+    a, b = fleet.start([LONG], *keys), fleet.start(["ok"], *keys)
+    with a.http(api_key="key-one") as http:
+        job = http.post("/v1/responses", json={"model": "m", "input": "mine", "background": True, "store": True}).json()
+    for replica in (a, b):
+        with replica.http(api_key="key-two") as http:
+            path = f"/v1/responses/{job['id']}"
+            answers = [http.get(path), http.get(path + "?stream=true"), http.post(path + "/cancel"), http.delete(path)]
+        assert [answer.status_code for answer in answers] == [404] * 4, [answer.text for answer in answers]
+    with b.http(api_key="key-one") as http:
+        assert http.get(f"/v1/responses/{job['id']}").json()["status"] in ("queued", "in_progress")
+        assert http.post(f"/v1/responses/{job['id']}/cancel").status_code == 200
+
+
+def test_reader_bounds_hold_per_replica(fleet):
+    environ = {"MAYA_GLM_RESPONSES_STREAM_READERS": "1"}
+    a, b = fleet.start([LONG], environ=environ), fleet.start(environ=environ)
+    job = create(a)
+    on_a, on_b = Reader(a, job["id"]), Reader(b, job["id"])
+    running(on_a)
+    running(on_b)  # one reader on each replica: each replica counts its own
+    with b.http() as http:
+        refused = http.get(f"/v1/responses/{job['id']}?stream=true")
+    assert refused.status_code == 429 and refused.json()["error"]["type"] == "rate_limit_error", refused.text
+    with a.http() as http:
+        assert http.post(f"/v1/responses/{job['id']}/cancel").status_code == 200
+    for reader in (on_a, on_b):
+        assert reader.ended()[-1]["code"] == "response_cancelled"
+
+
+def test_cursors_through_b_are_checked_against_the_shared_log(fleet):
+    environ = {"MAYA_GLM_RESPONSES_EVENT_COUNT": "20"}
+    a = fleet.start([" ".join(f"w{n}" for n in range(60))], environ=environ)
+    b = fleet.start(environ=environ)
+    job = create(a)
+    assert wait_for(lambda: status(b, job["id"]) == "completed", SETTLE_S)
+
+    def answer(cursor: int | None) -> httpx.Response:
+        """The answer's status and, for a refusal, its body (a stream is closed unread: it must not hang)."""
+        query = "stream=true" + (f"&starting_after={cursor}" if cursor is not None else "")
+        with b.http() as http, http.stream("GET", f"/v1/responses/{job['id']}?{query}") as streamed:
+            if streamed.status_code != 200:
+                streamed.read()
+            return streamed
+
+    assert answer(None).status_code == 410  # the first events are no longer retained
+    oldest = next(cursor for cursor in range(200) if answer(cursor).status_code != 410)
+    tail = read(b, job["id"], starting_after=oldest)
+    assert len(tail) == 20 and tail[-1]["type"] == "response.completed"  # the 20 retained events
+    assert numbers(tail) == list(range(oldest + 1, oldest + 21))
+    assert tail == read(a, job["id"], starting_after=oldest)
+    last = tail[-1]["sequence_number"]
+    behind, future = answer(oldest - 1), answer(last + 1)
+    assert behind.status_code == 410, f"a cursor before the retained events got {behind.status_code}"
+    assert behind.json()["error"]["param"] == "starting_after"
+    assert future.status_code == 400, f"starting_after={last + 1}, past the last event {last}: {future.status_code}"
+    assert future.json()["error"]["param"] == "starting_after"
+    assert answer(last).status_code == 200 and read(b, job["id"], starting_after=last) == []  # nothing after the end
+
+
+def test_a_task_record_past_its_retention_is_gone_on_every_replica_but_its_stored_copy_stays(fleet):
+    environ = {"MAYA_GLM_RESPONSES_JOB_TTL_S": "1"}
+    a = fleet.start(["done"], environ=environ)
+    b = fleet.start(environ=environ)
+    job = create(a)
+    assert wait_for(lambda: status(b, job["id"]) == "completed", SETTLE_S)
+
+    def streaming(replica: MayaProcess) -> int:
+        with replica.http() as http:
+            return http.get(f"/v1/responses/{job['id']}?stream=true").status_code
+
+    for replica in (a, b):  # the event record expired: streaming is 409, retrieval comes from the store
+        assert wait_for(lambda: streaming(replica) == 409, SETTLE_S)
+        assert status(replica, job["id"]) == "completed"
 
 
 # -- bounds for the fleet ------------------------------------------------------------------
