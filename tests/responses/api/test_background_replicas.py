@@ -391,6 +391,21 @@ def test_a_task_record_past_its_retention_is_gone_on_every_replica_but_its_store
         assert status(replica, job["id"]) == "completed"
 
 
+def test_sigterm_of_a_replica_that_only_reads_ends_its_streams_and_the_task_goes_on(fleet):
+    a = fleet.start([" ".join(f"w{n}" for n in range(400))], delay=0.02)
+    b = fleet.start()
+    job = create(a)
+    on_b, on_a = Reader(b, job["id"]), Reader(a, job["id"])
+    running(on_b)
+    b.terminate()
+    assert b.wait(SETTLE_S) == 0, b.tail()  # its open stream did not hold the shutdown
+    events = on_b.ended()
+    assert events[-1]["type"] == "error" and events[-1]["code"] == "server_shutdown", events[-3:]
+    whole = on_a.ended()
+    assert whole[-1]["type"] == "response.completed"  # the task on A was not touched
+    assert events[:-1] == whole[:len(events) - 1]
+
+
 # -- bounds for the fleet ------------------------------------------------------------------
 def _create_at_once(bodies: list[tuple[MayaProcess, dict]]) -> list[httpx.Response]:
     def post(item):
