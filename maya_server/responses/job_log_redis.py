@@ -42,11 +42,13 @@ RETRY_S = (0.05, 1.0)
 
 
 def stream_id(sequence: int) -> str:
-    return f"0-{sequence + 1}"
+    """The entry of sequence number `sequence` (-1: before the first)."""
+    return f"{sequence + 1}-0"
 
 
 def sequence_of(entry_id: bytes) -> int:
-    return int(entry_id.split(b"-")[1]) - 1
+    """The number of an event or placeholder entry; for the end entry, the last number before it."""
+    return int(entry_id.split(b"-")[0]) - 1
 
 
 def unnumbered(event: dict) -> tuple[str, bytes]:
@@ -87,13 +89,13 @@ class RedisLogReader:
                 continue
             retry = RETRY_S[0]
             for entry_id, fields in got:
-                sequence = sequence_of(entry_id)
-                if sequence > cursor + 1:  # what came between was dropped while this reader lagged
+                sequence, end = sequence_of(entry_id), b"e" in fields
+                if sequence > cursor + (0 if end else 1):  # what came between was dropped while this reader lagged
                     yield _logged(overtaken_error(cursor, await self._reserve(cursor)))
                     return
-                cursor = sequence
-                if b"e" in fields:
+                if end:
                     return
+                cursor = sequence
                 if b"j" in fields:  # a placeholder holds a number another reader's error took
                     yield LoggedEvent(fields[b"t"].decode(), fields[b"j"])
 

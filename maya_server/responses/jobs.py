@@ -368,6 +368,10 @@ class JobManager:
                 "the engine has not confirmed it released their generations."
             )
 
+    async def fresh_stats(self) -> dict:
+        """`stats()`, for /v1/status (a shared backend reads the fleet's figures first)."""
+        return self.stats()
+
     def stats(self) -> dict:
         self._purge()
         states = Counter(job.state for job in self._jobs.values())
