@@ -4,7 +4,8 @@ the oldest are dropped past `EVENT_COUNT` / `EVENT_BYTES`, a reader that fell be
 event with a number of its own, and no event is silently skipped.
 
 The writer costs Redis a round trip per flush, not per token: events wait in a buffer while one flush is in
-flight, and the next flush carries all of them in one script (`APPEND`), which also renews the task's lease,
+flight and for `FLUSH_INTERVAL_S` after it, and the next flush carries all of them in one script (`APPEND`),
+which also renews the task's lease,
 writes a changed state or snapshot, and answers whether a cancel was asked through another replica. The
 snapshot is sent when it changes for a reader that retrieves it: at a state change and when an output item
 opens or closes (an item in progress shows no content anyway). While Redis does not answer, the buffer
@@ -33,6 +34,10 @@ SNAPSHOT_EVENTS = frozenset({"response.output_item.added", "response.output_item
 """Events after which a retrieve's answer differs: the snapshot is written with them."""
 SEQUENCE_BYTES = 32
 """What `{"sequence_number":N,` adds to an event's JSON, at most: counted before the log numbers it."""
+FLUSH_INTERVAL_S = 0.05
+"""The least time between two flushes of one task: at most 20 round trips a second per task, whatever its token
+rate (1,000 live tasks: 20k appends/s at most, well inside one Redis core); a reader sees events at most this
+much later than in memory."""
 BATCH_EVENTS = 512
 """Events one flush carries at most, so one script never holds Redis long."""
 READ_COUNT = 512
@@ -246,6 +251,8 @@ class RedisJobLog:
                 self._flushed.set()
                 self._flushed = asyncio.Event()
             retry = RETRY_S[0]
+            if not self.closed:
+                await asyncio.sleep(FLUSH_INTERVAL_S)  # what arrives meanwhile goes in the next flush
         if self.closed or self.fenced:
             self._drained.set()
 
