@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import orjson
 
 from ..errors import EventTooLarge, StoreUnavailableError
-from .event_log import LoggedEvent, overtaken_error
+from .event_log import LoggedEvent, cursor_problem, overtaken_error
 from .redis_link import RedisLink
 
 SNAPSHOT_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
@@ -71,11 +71,7 @@ class RedisLogReader:
         self.last = next_sequence - 1
 
     def check_cursor(self, after: int) -> str | None:
-        if after > self.last:
-            return "future"
-        if after + 1 < self.first_retained:
-            return "expired"
-        return None
+        return cursor_problem(after, self.first_retained, self.last)
 
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """Every event after `after`, live until the log's end entry."""

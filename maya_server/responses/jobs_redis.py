@@ -46,7 +46,7 @@ from .job_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from .jobs import (
     ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
-from .redis_link import RedisLink
+from .redis_link import RedisLink, every
 from .settings import ResponsesSettings
 
 SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES")
@@ -105,7 +105,7 @@ class RedisJobManager(JobManager):
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+        self._heartbeat = asyncio.ensure_future(every(self.heartbeat_s, self.heartbeat, "background heartbeat"))
 
     async def close(self) -> None:
         if self._heartbeat is not None:
@@ -235,16 +235,6 @@ class RedisJobManager(JobManager):
         return job.log.room()
 
     # -- heartbeat ------------------------------------------------------------------------
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            try:
-                await self.heartbeat()
-            except StoreUnavailableError:
-                pass  # counted by the link; the next beat tries again, and the flushes retry on their own
-            except Exception as error:  # a bug must not end the heartbeat: leases would lapse
-                log.error("background heartbeat failed: %s", type(error).__name__)
-            await asyncio.sleep(self.heartbeat_s)
-
     async def heartbeat(self) -> None:
         """Renew this replica's leases; act on cancels asked elsewhere and on records that refused us; fail
         the tasks whose lease lapsed."""
