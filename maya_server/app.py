@@ -69,7 +69,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
         with suppress(NotFoundError):
             await store.delete(job.owner, job.id)
 
-    jobs = open_jobs(config, settings, store, clock=clock or time.monotonic, on_failure_saved=unsave,
+    jobs = open_jobs(config, settings, store, clock=clock, on_failure_saved=unsave,
                      keepalive_s=config.keepalive_s)
     shared = share_affinity(config, engine, store)
     metrics = Metrics()
@@ -169,7 +169,7 @@ def share_affinity(config: ServerConfig, engine: Engine, store) -> SharedAffinit
 
 async def responses_figures(store, jobs: JobManager, records: ResponseRecords) -> dict:
     """/v1/status's `responses` section: the store's figures read afresh (a shared store's from Redis)."""
-    return {"cache": await store.fresh_stats(), "jobs": jobs.stats(), "unstored": records.unstored.stats()}
+    return {"cache": await store.fresh_stats(), "jobs": await jobs.fresh_stats(), "unstored": records.unstored.stats()}
 
 
 def middleware(config: ServerConfig, shutdown: Shutdown, metrics: Metrics) -> list[Middleware]:

@@ -91,12 +91,7 @@ class EventLog:
         self._appended = asyncio.Event()
 
     def check_cursor(self, after: int) -> str | None:
-        """Why a reader cannot start after `after`: "future", "expired", or None when it can."""
-        if after > self.last:
-            return "future"
-        if after + 1 < self.first_retained:
-            return "expired"
-        return None
+        return cursor_problem(after, self.first_retained, self.last)
 
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """Every event after sequence number `after`, live until the log closes.
@@ -119,6 +114,15 @@ class EventLog:
                 return
             else:
                 await waiter.wait()
+
+
+def cursor_problem(after: int, first_retained: int, last: int) -> str | None:
+    """Why a reader cannot start after `after`: "future", "expired", or None when it can (either backend's log)."""
+    if after > last:
+        return "future"
+    if after + 1 < first_retained:
+        return "expired"
+    return None
 
 
 def _logged(event: dict) -> LoggedEvent:

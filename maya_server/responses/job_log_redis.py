@@ -4,7 +4,8 @@ the oldest are dropped past `EVENT_COUNT` / `EVENT_BYTES`, a reader that fell be
 event with a number of its own, and no event is silently skipped.
 
 The writer costs Redis a round trip per flush, not per token: events wait in a buffer while one flush is in
-flight, and the next flush carries all of them in one script (`APPEND`), which also renews the task's lease,
+flight and for `FLUSH_INTERVAL_S` after it, and the next flush carries all of them in one script (`APPEND`),
+which also renews the task's lease,
 writes a changed state or snapshot, and answers whether a cancel was asked through another replica. The
 snapshot is sent when it changes for a reader that retrieves it: at a state change and when an output item
 opens or closes (an item in progress shows no content anyway). While Redis does not answer, the buffer
@@ -26,13 +27,17 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import orjson
 
 from ..errors import EventTooLarge, StoreUnavailableError
-from .event_log import LoggedEvent, overtaken_error
+from .event_log import LoggedEvent, cursor_problem, overtaken_error
 from .redis_link import RedisLink
 
 SNAPSHOT_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 """Events after which a retrieve's answer differs: the snapshot is written with them."""
 SEQUENCE_BYTES = 32
 """What `{"sequence_number":N,` adds to an event's JSON, at most: counted before the log numbers it."""
+FLUSH_INTERVAL_S = 0.05
+"""The least time between two flushes of one task: at most 20 round trips a second per task, whatever its token
+rate (1,000 live tasks: 20k appends/s at most, well inside one Redis core); a reader sees events at most this
+much later than in memory."""
 BATCH_EVENTS = 512
 """Events one flush carries at most, so one script never holds Redis long."""
 READ_COUNT = 512
@@ -42,11 +47,13 @@ RETRY_S = (0.05, 1.0)
 
 
 def stream_id(sequence: int) -> str:
-    return f"0-{sequence + 1}"
+    """The entry of sequence number `sequence` (-1: before the first)."""
+    return f"{sequence + 1}-0"
 
 
 def sequence_of(entry_id: bytes) -> int:
-    return int(entry_id.split(b"-")[1]) - 1
+    """The number of an event or placeholder entry; for the end entry, the last number before it."""
+    return int(entry_id.split(b"-")[0]) - 1
 
 
 def unnumbered(event: dict) -> tuple[str, bytes]:
@@ -64,11 +71,7 @@ class RedisLogReader:
         self.last = next_sequence - 1
 
     def check_cursor(self, after: int) -> str | None:
-        if after > self.last:
-            return "future"
-        if after + 1 < self.first_retained:
-            return "expired"
-        return None
+        return cursor_problem(after, self.first_retained, self.last)
 
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """Every event after `after`, live until the log's end entry."""
@@ -87,13 +90,13 @@ class RedisLogReader:
                 continue
             retry = RETRY_S[0]
             for entry_id, fields in got:
-                sequence = sequence_of(entry_id)
-                if sequence > cursor + 1:  # what came between was dropped while this reader lagged
+                sequence, end = sequence_of(entry_id), b"e" in fields
+                if sequence > cursor + (0 if end else 1):  # what came between was dropped while this reader lagged
                     yield _logged(overtaken_error(cursor, await self._reserve(cursor)))
                     return
-                cursor = sequence
-                if b"e" in fields:
+                if end:
                     return
+                cursor = sequence
                 if b"j" in fields:  # a placeholder holds a number another reader's error took
                     yield LoggedEvent(fields[b"t"].decode(), fields[b"j"])
 
@@ -244,6 +247,8 @@ class RedisJobLog:
                 self._flushed.set()
                 self._flushed = asyncio.Event()
             retry = RETRY_S[0]
+            if not self.closed:
+                await asyncio.sleep(FLUSH_INTERVAL_S)  # what arrives meanwhile goes in the next flush
         if self.closed or self.fenced:
             self._drained.set()
 

@@ -17,6 +17,9 @@ admit new jobs; active ones never are), `JOB_OWNER_ENTRIES` active jobs per
 key, a deadline `JOB_TIMEOUT_S` after admission, finished records kept
 `JOB_TTL_S`, `STREAM_READERS` / `STREAM_OWNER_READERS` concurrent readers.
 Pressure is a 429. All of it runs on the event loop, so no lock is needed.
+
+This is the memory backend; `jobs_redis.py` keeps the records and event logs in Redis for a fleet of
+replicas and reuses everything here that runs a job (workers, cancellation, deadlines, shutdown).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Job:
     owner: str
     assembler: ResponseAssembler
     log: EventLog
+    """Its events: an `EventLog` here, a `RedisJobLog` on Redis (`new_log` makes the one that fits)."""
     generate: Callable[[], AsyncIterator[PipelineEvent]]
     """Starts the job's pipeline (engine slot, generation, parser, gate)."""
     turn: StoredTurn
@@ -367,6 +371,10 @@ class JobManager:
                 f"{len(pending)} background worker(s) did not finish cleaning up within {self.shutdown_wait_s}s: "
                 "the engine has not confirmed it released their generations."
             )
+
+    async def fresh_stats(self) -> dict:
+        """`stats()`, for /v1/status (a shared backend reads the fleet's figures first)."""
+        return self.stats()
 
     def stats(self) -> dict:
         self._purge()

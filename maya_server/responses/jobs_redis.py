@@ -46,10 +46,10 @@ from .job_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from .jobs import (
     ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
-from .redis_link import RedisLink
+from .redis_link import RedisLink, every
 from .settings import ResponsesSettings
 
-SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP")
+SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES")
 CANCEL_POLL_S = 0.1
 OWNER_LOST = ("The replica that ran this background response stopped renewing its lease (it was stopped, or "
               "lost the store); the response failed. Create it again.")
@@ -105,7 +105,7 @@ class RedisJobManager(JobManager):
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        self._heartbeat = asyncio.ensure_future(self._heartbeat_loop())
+        self._heartbeat = asyncio.ensure_future(every(self.heartbeat_s, self.heartbeat, "background heartbeat"))
 
     async def close(self) -> None:
         if self._heartbeat is not None:
@@ -235,16 +235,6 @@ class RedisJobManager(JobManager):
         return job.log.room()
 
     # -- heartbeat ------------------------------------------------------------------------
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            try:
-                await self.heartbeat()
-            except StoreUnavailableError:
-                pass  # counted by the link; the next beat tries again, and the flushes retry on their own
-            except Exception as error:  # a bug must not end the heartbeat: leases would lapse
-                log.error("background heartbeat failed: %s", type(error).__name__)
-            await asyncio.sleep(self.heartbeat_s)
-
     async def heartbeat(self) -> None:
         """Renew this replica's leases; act on cancels asked elsewhere and on records that refused us; fail
         the tasks whose lease lapsed."""
@@ -253,9 +243,8 @@ class RedisJobManager(JobManager):
         args: list = [self.link.prefix, now, self.settings.job_ttl_s, now + self.lease_s]
         for job in held:
             args += (job.id, job.log.fence)
-        answers, lapsed, figures, records, active = await self._scripts["HEARTBEAT"](args)
-        self.fleet = {"records": int(records), "active": int(active),
-                      **{key.decode(): int(value) for key, value in zip(figures[::2], figures[1::2])}}
+        answers, lapsed, figures = await self._scripts["HEARTBEAT"](args)
+        self._read_figures(figures)
         for job, answer in zip(held, answers):
             if answer == b"cancel":
                 self._cancel_asked(job.id)
@@ -297,6 +286,19 @@ class RedisJobManager(JobManager):
                 if pending:
                     log.error("%d background response(s) could not write their end to the store before shutdown",
                               len(pending))
+
+    def _read_figures(self, figures: list) -> None:
+        records, active, named = figures
+        self.fleet = {"records": int(records), "active": int(active),
+                      **{key.decode(): int(value) for key, value in zip(named[::2], named[1::2])}}
+
+    async def fresh_stats(self) -> dict:
+        """`stats()` with the fleet's figures read now (as last read, when Redis does not answer)."""
+        try:
+            self._read_figures(await self._scripts["FIGURES"]([self.link.prefix, self.wall_clock(), self.settings.job_ttl_s]))
+        except StoreUnavailableError:
+            pass
+        return self.stats()
 
     def stats(self) -> dict:
         c = self.counters

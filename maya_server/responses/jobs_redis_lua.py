@@ -7,8 +7,9 @@ Keys (P is `--store-prefix`, O an owner scope as the response store keys it, nev
                          lu (lease until, s), snap (its response as last published), hist (its input history),
                          n (the next sequence number), first (the oldest retained), eb (retained event bytes),
                          cx (1: a cancel was asked through another replica), fin (finish time, once finished)
-    P js:ID      stream  its events: entry `0-(N+1)` is sequence number N; fields t (type) and j (its JSON),
-                         or p (a number reserved for one reader's error), or e (the end: nothing follows)
+    P js:ID      stream  its events: entry `(N+1)-0` is sequence number N, with fields t (type) and j (its JSON),
+                         or p (a number reserved for one reader's error); the end is `(N+1)-1` after the last
+                         number N given, with field e: it takes no number, so `last` is the last event's
     P jall       zset    every record → admission time: the fleet's `JOB_ENTRIES`
     P jfin       zset    finished records → finish time: retention (`JOB_TTL_S`) and oldest-first eviction
     P jlease     zset    active records → lease expiry: where a lapsed owner is found
@@ -30,8 +31,12 @@ COMMON = r"""
 local P = ARGV[1]
 local function rec(id) return P .. 'j:' .. id end
 local function log(id) return P .. 'js:' .. id end
-local function sid(seq) return '0-' .. (seq + 1) end
-local function seq_of(entry_id) return tonumber(string.match(entry_id, '-(%d+)$')) - 1 end
+local function sid(seq) return (seq + 1) .. '-0' end
+local function seq_of(entry_id) return tonumber(string.match(entry_id, '^(%d+)-')) - 1 end
+local function after(entry_id)
+  local ms, part = string.match(entry_id, '^(%d+)-(%d+)$')
+  return ms .. '-' .. (tonumber(part) + 1)
+end
 local function active(state) return state == 'queued' or state == 'in_progress' end
 
 local function drop(id)
@@ -73,7 +78,7 @@ local function trim(id, maxc, maxb)
   end
   if cut then
     local first = seq_of(cut) + 1
-    redis.call('XTRIM', k, 'MINID', sid(first))
+    redis.call('XTRIM', k, 'MINID', after(cut))
     redis.call('HSET', r, 'first', first, 'eb', eb)
   end
 end
@@ -99,12 +104,17 @@ local function finish(id, state, now)
   local r = rec(id)
   local o = redis.call('HGET', r, 'o')
   local n = tonumber(redis.call('HGET', r, 'n'))
-  redis.call('XADD', log(id), sid(n), 'e', '1')
-  redis.call('HSET', r, 'n', n + 1, 's', state, 'fin', now)
+  redis.call('XADD', log(id), n .. '-1', 'e', '1')
+  redis.call('HSET', r, 's', state, 'fin', now)
   redis.call('ZREM', P .. 'jlease', id)
   if redis.call('HINCRBY', P .. 'joa', o, -1) <= 0 then redis.call('HDEL', P .. 'joa', o) end
   redis.call('ZADD', P .. 'jfin', now, id)
   redis.call('HINCRBY', P .. 'jn', 'finished:' .. state, 1)
+end
+
+-- {records, active, [name, value]...}: the fleet's figures
+local function figures()
+  return {redis.call('ZCARD', P .. 'jall'), redis.call('ZCARD', P .. 'jlease'), redis.call('HGETALL', P .. 'jn')}
 end
 
 -- 'ok', 'gone' (no record) or 'fenced' (another fence, or finished) for a write holding `fence`.
@@ -170,7 +180,7 @@ return {'ok', tonumber(redis.call('HGET', r, 'cx'))}
 HEARTBEAT = COMMON + r"""
 -- ARGV: P now ttl lease_until [id fence]...
 -- Renew the leases this replica holds; answer each with ok, cancel (asked elsewhere), fenced or gone; list up to
--- 16 records whose lease lapsed; and the fleet's figures.
+-- 16 records whose lease lapsed; and the fleet's figures (as `FIGURES`).
 local now, ttl, lease_until = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 purge(now, ttl)
 local answers = {}
@@ -185,8 +195,13 @@ for i = 5, #ARGV, 2 do
   answers[#answers + 1] = checked
 end
 local lapsed = redis.call('ZRANGEBYSCORE', P .. 'jlease', '-inf', now, 'LIMIT', 0, 16)
-local figures = redis.call('HGETALL', P .. 'jn')
-return {answers, lapsed, figures, redis.call('ZCARD', P .. 'jall'), redis.call('ZCARD', P .. 'jlease')}
+return {answers, lapsed, figures()}
+"""
+
+FIGURES = COMMON + r"""
+-- ARGV: P now ttl → the fleet's figures
+purge(tonumber(ARGV[2]), tonumber(ARGV[3]))
+return figures()
 """
 
 READ = COMMON + r"""

@@ -1,7 +1,8 @@
 """Response records: the one place that knows a response can live in two places.
 
-A response is found in a retained background job record (`JobManager`: its live
-snapshot, its events, its input history) or in the response store
+A response is found in a retained background job record (`JobManager`, in this
+process; `RedisJobManager` on Redis, shared by the fleet: its live snapshot, its
+events, its input history) or in the response store
 (`ResponseStore`: what `store:true` saved). The two overlap: a background job
 stored on completion is in both until its record expires, and a record can
 outlive the store's copy (evicted, TTL). The policy is decided here, once:

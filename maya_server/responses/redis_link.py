@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import logging
 import secrets
 import time
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ UNAVAILABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, redis_er
 loading its data, a read-only replica, or a Redis at its `maxmemory` (which refuses a script before it
 writes anything). Any other Redis error is a bug and a 500."""
 SCOPE_HEX = 32
+
+log = logging.getLogger("maya.store")
 
 
 @dataclass
@@ -94,3 +97,17 @@ class RedisLink:
     async def close(self) -> None:
         await self.client.aclose()
         await self.client.connection_pool.disconnect()  # a pool given to the client is not closed with it
+
+
+async def every(interval_s: float, step: Callable[[], Awaitable[Any]], what: str) -> None:
+    """Run `step` every `interval_s` until cancelled: a Redis that does not answer is counted by the link and
+    tried again next time; any other error is logged (no detail: it could quote a request) and never ends the
+    loop, since these loops are what notice recovery and keep leases alive."""
+    while True:
+        try:
+            await step()
+        except StoreUnavailableError:
+            pass
+        except Exception as error:
+            log.error("%s failed: %s", what, type(error).__name__)
+        await asyncio.sleep(interval_s)

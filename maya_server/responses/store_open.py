@@ -93,12 +93,14 @@ def _password_option(config) -> dict:
     return {"password": password.decode()} if password is not None else {}
 
 
-def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, **options) -> JobManager:
+def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, *,
+              clock: Callable[[], float] | None = None, **options) -> JobManager:
     """Where background tasks live: this process with the memory store; Redis, shared by the fleet, with a Redis
     store (`jobs_redis.py`). Readers follow a task with blocking reads on their own pool, one connection per
-    reader this replica admits, so a reader never waits for a connection nor holds one of the store's."""
+    reader this replica admits, so a reader never waits for a connection nor holds one of the store's. `clock`:
+    monotonic in memory, the wall clock shared by replicas on Redis (tests inject one)."""
     if store.backend != "redis":
-        return JobManager(settings, **options)
+        return JobManager(settings, clock=clock or time.monotonic, **options)
     from redis.asyncio import BlockingConnectionPool, Redis
 
     from .job_log_redis import BLOCK_MS
@@ -111,4 +113,4 @@ def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, 
         **_password_option(config),
     )
     return RedisJobManager(settings, link=store.link, tail_client=Redis(connection_pool=tail_pool),
-                           lease_s=config.job_lease_s, **options)
+                           lease_s=config.job_lease_s, wall_clock=clock or time.time, **options)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -38,7 +37,7 @@ import orjson
 
 from ..errors import NotFoundError, StorageCapacityError, StoreUnavailableError
 from . import store_redis_lua as lua
-from .redis_link import SCOPE_HEX, RedisLink
+from .redis_link import SCOPE_HEX, RedisLink, every
 from .settings import ResponsesSettings
 from .store import NOT_STORED_HINT, StoreCounters, _too_large, reserve_assembly
 from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
@@ -55,7 +54,6 @@ ENTRY_OVERHEAD = 600
 and expiry sets (~60)."""
 DIGEST_BYTES = 12
 
-log = logging.getLogger("maya.store")
 
 
 def digest(data: bytes) -> str:
@@ -114,7 +112,7 @@ class RedisStore:
     # -- lifecycle --------------------------------------------------------------------
     async def start(self) -> None:
         """Probe Redis every `probe_s` (drops what expired, refreshes the fleet's figures, notices recovery)."""
-        self._probe = asyncio.ensure_future(self._probe_loop())
+        self._probe = asyncio.ensure_future(every(self.probe_s, self.refresh, "response store probe"))
 
     async def close(self) -> None:
         if self._probe is not None:
@@ -122,15 +120,6 @@ class RedisStore:
             await asyncio.gather(self._probe, return_exceptions=True)
         await self.link.close()
 
-    async def _probe_loop(self) -> None:
-        while True:
-            try:
-                await self.refresh()
-            except StoreUnavailableError:
-                pass  # counted and shown as healthy: false; the next probe or request tries again
-            except Exception as error:  # a bug must not end the probe: it is what notices recovery
-                log.error("response store probe failed: %s", type(error).__name__)
-            await asyncio.sleep(self.probe_s)
 
     async def refresh(self, owner: str | None = None) -> tuple[int, int]:
         """Read the fleet's figures now; (entries, bytes) of `owner` when given."""

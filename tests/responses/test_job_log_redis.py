@@ -120,7 +120,7 @@ async def test_the_byte_bound_drops_the_oldest_events_and_an_event_over_it_is_re
         lambda: logs.link.client.hmget(logs.key("j:", "resp_c"), "first", "eb"))
     entries = await logs.link.command(lambda: logs.link.client.xrange(logs.key("js:", "resp_c")))
     assert int(held) <= 4096 and int(held) == sum(len(fields[b"j"]) for _, fields in entries)
-    assert int(first) == int(entries[0][0].split(b"-")[1]) - 1 > 0
+    assert int(first) == int(entries[0][0].split(b"-")[0]) - 1 > 0
     await close(logs)
 
 

@@ -7,10 +7,13 @@ test can reach inside a replica."""
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
 
+from tests.redis_server import RedisServer
 from tests.responses.api.sse import iter_frames
 from tests.responses.store_backends import shared_redis, unique_prefix
 from tests.server import wait_for
@@ -157,3 +160,24 @@ def test_a_task_whose_lease_lapsed_is_failed_by_another_replica_and_its_owner_is
 async def _stop_heartbeat(server) -> None:
     jobs = server.app.state.jobs
     jobs._heartbeat.cancel()
+
+
+def test_redis_restarted_mid_task_loses_no_event_and_the_task_completes(start_server, tmp_path):
+    redis = RedisServer(tmp_path, persistent=True)
+    try:
+        a, b = fleet(start_server, [[SLOW], ["unused"]], store=redis.url, store_command_timeout=0.5,
+                     store_connect_timeout=0.5)
+        job = background(a)
+        with ThreadPoolExecutor(1) as pool:
+            reader = pool.submit(read, b, job.id)
+            assert wait_for(lambda: status(b, job.id) == "in_progress")
+            redis.kill()
+            time.sleep(1.0)
+            redis.start()
+            events = reader.result(timeout=60)
+        assert [event["sequence_number"] for event in events] == list(range(len(events)))
+        assert events[-1]["type"] == "response.completed"
+        assert "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta") == SLOW.strip()
+        assert read(a, job.id) == events and status(a, job.id) == "completed"
+    finally:
+        redis.stop()
