@@ -165,6 +165,9 @@ def test_a_reader_on_b_reconnecting_twice_gets_exactly_a_s_own_stream(fleet):
     final = retrieve(b, job["id"]).json()
     assert final["status"] == "completed"
     assert "".join(part["text"] for item in final["output"] for part in item["content"]) == text
+    with b.http() as http:  # finished: cancelling through another replica changes nothing
+        assert http.post(f"/v1/responses/{job['id']}/cancel").json()["status"] == "completed"
+    assert read(b, job["id"]) == own
 
 
 def test_streams_through_both_replicas_carry_the_same_events_live(fleet):
@@ -204,6 +207,26 @@ def test_cancel_through_b_reaches_the_task_running_on_a(fleet):
     assert read(b, job["id"]) == events  # the record keeps the terminal event; nothing follows it
 
 
+def test_cancel_through_b_while_the_owner_is_stopped_says_in_progress_until_the_owner_cleans_up(fleet):
+    a = fleet.start([LONG], "--job-lease-s", "30")  # the lease outlasts the pause: A still owns the task
+    b = fleet.start()
+    job = create(a)
+    on_b = Reader(b, job["id"])
+    running(on_b)
+    a.pause()
+    try:
+        with b.http() as http:
+            asked = http.post(f"/v1/responses/{job['id']}/cancel")  # waits its five seconds, in vain
+    finally:
+        a.resume()
+    assert asked.status_code == 200, asked.text
+    assert asked.json()["status"] == "in_progress"  # no cancelled state while A still holds the generation
+    events = on_b.ended()  # A, resumed, picks up the cancel, cleans up, then publishes the end
+    assert events[-1]["type"] == "error" and events[-1]["code"] == "response_cancelled", events[-3:]
+    for replica in (a, b):
+        assert wait_for(lambda: status(replica, job["id"]) == "cancelled", SETTLE_S)
+
+
 def test_a_queued_task_cancelled_through_b_never_starts(fleet):
     a = fleet.start([LONG], environ={"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"})
     b = fleet.start()
@@ -221,7 +244,12 @@ def test_a_queued_task_cancelled_through_b_never_starts(fleet):
     assert status(b, busy["id"]) == "in_progress"  # the other task is untouched
 
 
-def test_delete_of_an_active_task_is_409_on_every_replica_then_works_through_any(fleet):
+def _continue(replica: MayaProcess, response_id: str) -> httpx.Response:
+    with replica.http() as http:
+        return http.post("/v1/responses", json={"model": "m", "input": "and then?", "previous_response_id": response_id})
+
+
+def test_delete_and_continue_of_an_active_task_are_409_on_every_replica_then_work_through_any(fleet):
     a = fleet.start([LONG])
     b = fleet.start()
     job = create(a)
@@ -231,9 +259,13 @@ def test_delete_of_an_active_task_is_409_on_every_replica_then_works_through_any
         assert refused.status_code == 409, (replica.name, refused.text)
         assert refused.json()["error"]["type"] == "invalid_request_error"
     assert status(a, job["id"]) in ("queued", "in_progress")  # nothing changed
+    continued = _continue(b, job["id"])
+    assert continued.status_code == 409 and continued.json()["error"]["param"] == "previous_response_id", continued.text
     with b.http() as http:
         assert http.post(f"/v1/responses/{job['id']}/cancel").status_code == 200
     assert wait_for(lambda: status(a, job["id"]) == "cancelled", SETTLE_S)
+    continued = _continue(b, job["id"])  # a cancelled task cannot be continued, through any replica
+    assert continued.status_code == 400 and continued.json()["error"]["param"] == "previous_response_id", continued.text
     with b.http() as http:
         deleted = http.delete(f"/v1/responses/{job['id']}")
     assert deleted.status_code == 200 and deleted.json()["deleted"] is True, deleted.text
