@@ -471,6 +471,14 @@ def test_the_job_record_bound_holds_for_two_replicas_at_once(fleet):
     a, b = fleet.start([LONG], environ=environ), fleet.start([LONG], environ=environ)
     answers = _create_at_once([(a, {}), (b, {}), (a, {}), (b, {})])
     assert sorted(answer.status_code for answer in answers) == [200, 200, 200, 429], [a.text for a in answers]
+    admitted = [answer.json()["id"] for answer in answers if answer.status_code == 200]
+    with a.http() as http:  # a finished record gives way to a new task, whichever replica admits it
+        assert http.post(f"/v1/responses/{admitted[0]}/cancel").status_code == 200
+    assert wait_for(lambda: status(b, admitted[0]) == "cancelled", SETTLE_S)
+    assert create(b)["status"] == "queued"
+    with a.http() as http:
+        full = http.post("/v1/responses", json={"model": "m", "input": "x", "background": True, "store": True})
+    assert full.status_code == 429, full.text  # three active again: the fleet is full
 
 
 # -- Redis restarted mid-task ----------------------------------------------------------------
@@ -512,17 +520,17 @@ def test_redis_restarted_mid_task_the_task_completes_and_readers_lose_no_event(f
         b = fleet.start(["ok"], "--store-command-timeout", "0.5")
         job = create(a)
         skipped: list[dict] = []
-        with ThreadPoolExecutor(1) as pool:
-            following = pool.submit(_follow_through_outages, b, job["id"], skipped)
+        with ThreadPoolExecutor(2) as pool:
+            following = [pool.submit(_follow_through_outages, replica, job["id"], skipped) for replica in (b, a)]
             assert wait_for(lambda: (status(b, job["id"]) == "in_progress"
                                      and len(retrieve(b, job["id"]).json()["output"]) > 0), SETTLE_S)
             redis.kill()
             time.sleep(1)
             redis.start()
-            seen = following.result(timeout=SETTLE_S * 3)
-        assert seen[-1]["type"] == "response.completed", (seen[-3:], fleet.logs())
-        assert numbers(seen) == list(range(len(seen)))  # every event exactly once, gapless
-        assert seen == read(a, job["id"])
+            on_b, on_a = (future.result(timeout=SETTLE_S * 3) for future in following)
+        assert on_b[-1]["type"] == "response.completed", (on_b[-3:], fleet.logs())
+        assert numbers(on_b) == list(range(len(on_b)))  # every event exactly once, gapless
+        assert on_b == on_a == read(a, job["id"])
         for replica in (a, b):
             assert wait_for(lambda: status(replica, job["id"]) == "completed", SETTLE_S)
         final = retrieve(b, job["id"]).json()
