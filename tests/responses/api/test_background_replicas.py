@@ -61,6 +61,15 @@ def status(replica: MayaProcess, response_id: str) -> str | None:
     return answer.json()["status"] if answer.status_code == 200 else None
 
 
+def bounded(lines, timeout: float):
+    """The lines of a stream, failing the test if it has not ended after `timeout` (keep-alive comments would
+    otherwise keep a stream that never ends open for ever)."""
+    deadline = time.monotonic() + timeout
+    for line in lines:
+        assert time.monotonic() < deadline, f"the stream did not end within {timeout}s"
+        yield line
+
+
 def read(replica: MayaProcess, response_id: str, starting_after: int | None = None, limit: int | None = None,
          timeout: float = 120) -> list[dict]:
     """The events of one `GET …?stream=true` through `replica` (at most `limit`, then it breaks off), each
@@ -69,7 +78,7 @@ def read(replica: MayaProcess, response_id: str, starting_after: int | None = No
     events: list[dict] = []
     with replica.http(timeout) as http, http.stream("GET", f"/v1/responses/{response_id}?{query}") as answer:
         assert answer.status_code == 200, answer.read().decode()
-        for name, data in iter_frames(answer.iter_lines()):
+        for name, data in iter_frames(bounded(answer.iter_lines(), timeout)):
             event = json.loads(data)
             assert name == event["type"]
             EVENT_CLASSES[event["type"]].model_validate(event)
@@ -205,6 +214,7 @@ def test_cancel_through_b_reaches_the_task_running_on_a(fleet):
         again = http.post(f"/v1/responses/{job['id']}/cancel")  # idempotent, on the other replica too
     assert again.status_code == 200 and again.json()["status"] == "cancelled"
     assert read(b, job["id"]) == events  # the record keeps the terminal event; nothing follows it
+    assert read(b, job["id"], starting_after=events[-1]["sequence_number"], timeout=30) == []  # and it ends
 
 
 def test_cancel_through_b_while_the_owner_is_stopped_says_in_progress_until_the_owner_cleans_up(fleet):
@@ -315,6 +325,7 @@ def test_sigstop_past_the_lease_then_sigcont_the_late_owner_is_fenced(fleet):
     time.sleep(3)  # A's generation and heartbeat had time to try writing again
     for replica in (a, b):
         assert read(replica, job["id"]) == before  # nothing appended after the terminal events
+        assert read(replica, job["id"], starting_after=before[-1]["sequence_number"], timeout=30) == []
         assert_failed_with_server_error(replica, job["id"])
     assert jobs_status(a)["fenced"] >= 1
 
