@@ -28,7 +28,6 @@ import asyncio
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -112,7 +111,8 @@ class Redis:
     def counts(self) -> tuple[int, dict[str, int]]:
         """(round trips, calls by command) so far, less the two INFO calls that read them."""
         reads = self.client.info("stats")["total_reads_processed"]
-        calls = {name.removeprefix("cmdstat_"): entry["calls"] for name, entry in self.client.info("commandstats").items()}
+        stats = self.client.info("commandstats")
+        calls = {name.removeprefix("cmdstat_"): entry["calls"] for name, entry in stats.items()}
         calls["info"] = calls.get("info", 0) - 2
         return reads - 2, calls
 
@@ -282,7 +282,8 @@ def report(outcome: Run, args) -> None:
     if outcome.redis_commands is not None:
         generated = args.tasks * args.tokens
         print(f"   Redis per 1,000 relayed tokens (generated, {generated}): round trips "
-              f"{1000 * outcome.redis_round_trips / generated:.1f}, commands {1000 * outcome.redis_commands / generated:.1f}; "
+              f"{1000 * outcome.redis_round_trips / generated:.1f}, "
+              f"commands {1000 * outcome.redis_commands / generated:.1f}; "
               f"per 1,000 delivered tokens ({outcome.delivered_tokens}): round trips "
               f"{1000 * outcome.redis_round_trips / outcome.delivered_tokens:.1f}")
         top = sorted(outcome.redis_by_command.items(), key=lambda item: -item[1])[:8]

@@ -256,7 +256,8 @@ def test_a_queued_task_cancelled_through_b_never_starts(fleet):
 
 def _continue(replica: MayaProcess, response_id: str) -> httpx.Response:
     with replica.http() as http:
-        return http.post("/v1/responses", json={"model": "m", "input": "and then?", "previous_response_id": response_id})
+        return http.post("/v1/responses", json={"model": "m", "input": "and then?",
+                                                "previous_response_id": response_id})
 
 
 def test_delete_and_continue_of_an_active_task_are_409_on_every_replica_then_work_through_any(fleet):
@@ -560,7 +561,8 @@ def test_continuing_a_finished_task_through_b_after_the_cache_evicted_it(fleet):
     assert wait_for(lambda: status(b, job["id"]) == "completed", SETTLE_S)
     with b.http() as http:
         for n in range(2):  # the cache keeps one response: these evict the task's stored copy
-            assert http.post("/v1/responses", json={"model": "m", "input": f"other {n}", "store": True}).status_code == 200
+            other = http.post("/v1/responses", json={"model": "m", "input": f"other {n}", "store": True})
+            assert other.status_code == 200, other.text
         continued = http.post("/v1/responses", json={"model": "m", "input": "What value?", "store": True,
                                                      "previous_response_id": job["id"]})
         assert continued.status_code == 200, continued.text
