@@ -421,10 +421,11 @@ def test_cursors_through_b_are_checked_against_the_shared_log(fleet):
 
 def test_a_task_record_past_its_retention_is_gone_on_every_replica_but_its_stored_copy_stays(fleet):
     environ = {"MAYA_GLM_RESPONSES_JOB_TTL_S": "1"}
-    a = fleet.start(["done"], environ=environ)
+    a = fleet.start([" ".join(f"w{n}" for n in range(100))], delay=0.02, environ=environ)
     b = fleet.start(environ=environ)
     job = create(a)
-    assert wait_for(lambda: status(b, job["id"]) == "completed", SETTLE_S)
+    followed = Reader(b, job["id"]).ended()  # attached while the record lives: B streams it to its end
+    assert followed[-1]["type"] == "response.completed"
 
     def streaming(replica: MayaProcess) -> int:
         with replica.http() as http:
