@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, AsyncGenerator, Callable, Mapping
+from typing import TYPE_CHECKING, AsyncGenerator, Awaitable, Callable, Mapping
 
 import orjson
 from starlette.background import BackgroundTask
@@ -60,8 +60,9 @@ class EventStreamResponse(StreamingResponse):
     `write_timeout` (seconds) drops a reader whose socket does not take an event in time.
     `farewell`, when given, makes the stream stop when the server starts shutting down (the app's
     `Shutdown`, found in the request's lifespan state): the events are closed, which stops the
-    engine, and the bytes it returns (the API's terminal event) end the stream. Without it (a
-    background reader) the stream runs on until its job, cancelled by the shutdown, ends it.
+    engine, and the bytes it returns or resolves to (the API's terminal event) end the stream.
+    Without it (a reader of a background job this server runs) the stream runs on until its job,
+    cancelled by the shutdown, ends it.
     `keepalive` (seconds), when given, sends an SSE comment line whenever no event has come for that
     long (output held for validation), so clients with a read timeout keep waiting; the comment is
     ignored by every SSE parser.
@@ -73,7 +74,7 @@ class EventStreamResponse(StreamingResponse):
         status_code: int = 200,
         on_close: Callable[[], None] | None = None,
         write_timeout: float | None = None,
-        farewell: Callable[[], bytes] | None = None,
+        farewell: Callable[[], bytes | Awaitable[bytes]] | None = None,
         keepalive: float | None = None,
         headers: Mapping[str, str] | None = None,
         background: BackgroundTask | None = None,
@@ -110,7 +111,8 @@ class EventStreamResponse(StreamingResponse):
                     await unless(shutdown.wait(), self._send_events(send), ShuttingDown)
                 except ShuttingDown:
                     await self.body_iterator.aclose()  # the engine stops before the terminal event is written
-                    await self._write(send, self.farewell())
+                    goodbye = self.farewell()
+                    await self._write(send, goodbye if isinstance(goodbye, bytes) else await goodbye)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except (OSError, asyncio.TimeoutError):
             return  # the socket closed under us, or stopped taking data: same as a disconnect

@@ -21,6 +21,7 @@ from starlette.responses import Response
 
 from ..errors import GoneError, InvalidRequestError, StorageCapacityError
 from ..neutral.events import PipelineEvent
+from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from ..util.kept_json import dumps_kept
 from .assembler import ResponseAssembler
@@ -83,9 +84,21 @@ def stream_job(jobs: JobManager, job: Job, starting_after: str | None) -> Respon
 
 
 def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Response:
-    """The SSE response of one admitted reader; its slot is freed when the stream ends."""
-    return EventStreamResponse(_frames(job.log.follow(cursor)), on_close=reading.close,
+    """The SSE response of one admitted reader; its slot is freed when the stream ends. A reader of a job this
+    server runs ends with the job, which its shutdown cancels; one of a job another replica runs (Redis) ends
+    at this server's shutdown with the `error` event `server_shutdown`, numbered like a lagging reader's error,
+    and reconnects through another replica after the last event it got."""
+    events = job.log.follow(cursor)
+    farewell = None if jobs.runs_here(job.id) else (lambda: _farewell(job.log))
+    return EventStreamResponse(_frames(events), on_close=reading.close, farewell=farewell,
                                write_timeout=jobs.settings.stream_timeout_s, keepalive=jobs.keepalive_s)
+
+
+async def _farewell(log) -> bytes:
+    error = shutdown_error()
+    event = {"type": "error", "sequence_number": await log.farewell_sequence(), "code": error.code,
+             "message": error.message, "param": error.param}
+    return encode_event(event, "error")
 
 
 async def _frames(events: AsyncIterator[LoggedEvent]) -> AsyncIterator[bytes]:

@@ -69,13 +69,15 @@ class RedisLogReader:
         self.job_id = job_id
         self.first_retained = first
         self.last = next_sequence - 1
+        self.cursor = -1
+        """The last sequence number `follow` delivered (or skipped as a placeholder)."""
 
     def check_cursor(self, after: int) -> str | None:
         return cursor_problem(after, self.first_retained, self.last)
 
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """Every event after `after`, live until the log's end entry."""
-        cursor = after
+        cursor = self.cursor = after
         key = self.logs.key("js:", self.job_id)
         retry = RETRY_S[0]
         while True:
@@ -96,13 +98,17 @@ class RedisLogReader:
                     return
                 if end:
                     return
-                cursor = sequence
+                cursor = self.cursor = sequence
                 if b"j" in fields:  # a placeholder holds a number another reader's error took
                     yield LoggedEvent(fields[b"t"].decode(), fields[b"j"])
 
+    async def farewell_sequence(self) -> int:
+        """A number for the error that ends this reader's stream when its replica shuts down."""
+        return await self._reserve(self.cursor)
+
     async def _reserve(self, cursor: int) -> int:
-        """A number for this reader's error; Redis lost or unreachable: the one after its cursor, which no
-        event it could still be sent will ever carry."""
+        """A number for this reader's error; Redis lost or unreachable: the one after its cursor (the reader
+        ends there; one that reconnects is told by the cursor check what is left)."""
         try:
             reserved = await self.logs.reserve(self.job_id)
         except StoreUnavailableError:

@@ -190,6 +190,10 @@ class JobManager:
             del self._jobs[job.id]
 
     # -- lookups ----------------------------------------------------------------------
+    def runs_here(self, job_id: str) -> bool:
+        """Whether this process runs the job (always, in memory): its readers then end with it."""
+        return True
+
     async def find(self, owner: str, response_id: str, *, history: bool = False) -> Job | None:
         """The owner's job record, or None. `history`: the caller reads its input history (a shared backend
         fetches it only then)."""

@@ -147,6 +147,9 @@ class RedisJobManager(JobManager):
         self._enqueue(job)
 
     # -- lookups --------------------------------------------------------------------------
+    def runs_here(self, job_id: str) -> bool:
+        return job_id in self._draining
+
     async def find(self, owner: str, response_id: str, *, history: bool = False) -> SharedJob | None:
         s = self.settings
         got = await self._scripts["READ"]([self.link.prefix, response_id, await self.link.scope(owner),
