@@ -277,7 +277,7 @@ def report(outcome: Run, args) -> None:
           f"p95 {1000 * percentile(headers, .95):.1f}; to first event p50 {1000 * percentile(first, .5):.1f} "
           f"p95 {1000 * percentile(first, .95):.1f}")
     print(f"   server CPU (Maya{' + Redis' if outcome.redis_commands is not None else ''}): {outcome.cpu:.2f}s, "
-          f"{1000 * outcome.cpu / outcome.delivered:.3f} CPU-s per 1,000 delivered events; Maya peak RSS "
+          f"{1000 * outcome.cpu / outcome.delivered:.3f} CPU-s per 1,000 delivered events; Maya peak RSS (all replicas) "
           f"{outcome.rss:.1f} MiB")
     if outcome.redis_commands is not None:
         generated = args.tasks * args.tokens
