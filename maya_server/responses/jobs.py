@@ -100,6 +100,8 @@ class JobCounters:
 
 
 class JobManager:
+    backend = "memory"
+
     def __init__(
         self,
         settings: ResponsesSettings,
@@ -123,8 +125,6 @@ class JobManager:
         self._queue: asyncio.Queue[Job | None] | None = None
         self._workers: list[asyncio.Task] = []
         self.accepting = True
-
-    backend = "memory"
 
     async def start(self) -> None:
         """Nothing to start in memory (a shared backend starts its heartbeat here)."""
@@ -385,7 +385,7 @@ class JobManager:
         states = Counter(job.state for job in self._jobs.values())
         c = self.counters
         return {
-            "backend": "memory", "records": len(self._jobs), "queued": states["queued"], "running": states["in_progress"],
+            "backend": self.backend, "records": len(self._jobs), "queued": states["queued"], "running": states["in_progress"],
             "event_bytes": sum(job.log.bytes for job in self._jobs.values()),
             "readers": sum(self._readers.values()), "admitted": c.admitted, "rejections": c.rejections,
             "reader_rejections": c.reader_rejections, "cancellations": c.cancellations, "timeouts": c.timeouts,
