@@ -226,6 +226,18 @@ class RedisJobLog:
         """The task's first reader: from Redis, like every other."""
         return RedisLogReader(self.logs, self.job_id, 0, after + 1).follow(after)
 
+    def refused(self) -> None:
+        """The record refused this writer (its fence moved on, or it is gone): nothing more is written, the
+        generation waits for nothing, and the manager is told once."""
+        if self.fenced:
+            return
+        self.fenced = True
+        self._pending.clear()
+        self.bytes = 0
+        self._room.set()
+        self._drained.set()
+        self._on_fenced()
+
     def stop(self) -> None:
         """Shutdown gave up waiting: stop retrying."""
         if self._flusher is not None:
@@ -277,11 +289,7 @@ class RedisJobLog:
             raise
         self.flushes += 1
         if answer[0] != b"ok":
-            self.fenced = True
-            self._pending.clear()
-            self.bytes = 0
-            self._room.set()
-            self._on_fenced()
+            self.refused()
             return
         for _ in range(count):
             self.bytes -= len(self._pending.popleft()[1])

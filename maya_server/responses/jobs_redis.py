@@ -251,9 +251,8 @@ class RedisJobManager(JobManager):
         for job, answer in zip(held, answers):
             if answer == b"cancel":
                 self._cancel_asked(job.id)
-            elif answer in (b"fenced", b"gone") and not job.log.fenced:
-                job.log.fenced = True
-                self._fenced(job.id)
+            elif answer in (b"fenced", b"gone"):
+                job.log.refused()
         for job_id in lapsed:
             if job_id.decode() not in self._draining:
                 await self._reap(job_id.decode())

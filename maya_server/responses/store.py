@@ -237,10 +237,7 @@ class ResponseStore:
             if not self._make_room(entry):
                 self._remove(entry)  # its blocks go with it: nobody else uses the slots it appended
                 self.counters.rejections += 1
-                raise StorageCapacityError(
-                    "The response store cannot make room for this response: the responses it would have to "
-                    "evict are still in use. Retry later, or send the history with store:false.",
-                )
+                raise no_room()
             self.counters.writes += 1
             self.counters.write_seconds += time.perf_counter() - started
 
@@ -396,6 +393,12 @@ def reserve_assembly(in_flight: int, nbytes: int, settings: ResponsesSettings, c
             code="assembly_capacity_exceeded",
         )
     return in_flight + nbytes
+
+
+def no_room() -> StorageCapacityError:
+    """A response that would fit, but only by evicting responses still in use (either store)."""
+    return StorageCapacityError("The response store cannot make room for this response: the responses it would have "
+                                "to evict are still in use. Retry later, or send the history with store:false.")
 
 
 def _too_large(size: int, limit: int) -> StorageCapacityError:

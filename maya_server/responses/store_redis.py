@@ -35,11 +35,11 @@ from typing import Callable, Iterator, Sequence
 
 import orjson
 
-from ..errors import NotFoundError, StorageCapacityError, StoreUnavailableError
+from ..errors import NotFoundError, StoreUnavailableError
 from . import store_redis_lua as lua
 from .redis_link import SCOPE_HEX, RedisLink, every
 from .settings import ResponsesSettings
-from .store import NOT_STORED_HINT, StoreCounters, _too_large, reserve_assembly
+from .store import NOT_STORED_HINT, StoreCounters, _too_large, no_room, reserve_assembly
 from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
 BLOCK_OVERHEAD = 80
@@ -193,10 +193,7 @@ class RedisStore:
         self.counters.evictions += int(outcome[3])
         if outcome[0] != b"ok":
             self.counters.rejections += 1
-            raise StorageCapacityError(
-                "The response store cannot make room for this response: the responses it would have to "
-                "evict are still in use. Retry later, or send the history with store:false.",
-            )
+            raise no_room()
         self.counters.writes += 1
         self.counters.write_seconds += time.perf_counter() - started
 

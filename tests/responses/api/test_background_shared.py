@@ -35,10 +35,12 @@ def background(server, **fields):
                                             store=True, **fields)
 
 
-def read(server, response_id: str, *, after: int | None = None, stop_after: int | None = None) -> list[dict]:
-    """The task's events from one replica (from the start, or after `after`), leaving after `stop_after`."""
+def read(server, response_id: str, *, after: int | None = None, stop_after: int | None = None,
+         into: list | None = None) -> list[dict]:
+    """The task's events from one replica (from the start, or after `after`), leaving after `stop_after`;
+    `into` (a list) shows them as they come."""
     query = "stream=true" + (f"&starting_after={after}" if after is not None else "")
-    events: list[dict] = []
+    events: list[dict] = into if into is not None else []
     with server.http() as http, http.stream("GET", f"/v1/responses/{response_id}?{query}") as answer:
         assert answer.status_code == 200, answer.read().decode()
         for name, data in iter_frames(answer.iter_lines()):
@@ -169,8 +171,9 @@ def test_redis_restarted_mid_task_loses_no_event_and_the_task_completes(start_se
                      store_connect_timeout=0.5)
         job = background(a)
         with ThreadPoolExecutor(1) as pool:
-            reader = pool.submit(read, b, job.id)
-            assert wait_for(lambda: status(b, job.id) == "in_progress")
+            seen: list[dict] = []
+            reader = pool.submit(read, b, job.id, into=seen)
+            assert wait_for(lambda: len(seen) > 5)  # the reader is following before Redis goes away
             redis.kill()
             time.sleep(1.0)
             redis.start()
