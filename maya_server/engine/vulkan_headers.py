@@ -67,6 +67,7 @@ def fetch() -> Path:
         (package,) = state.glob("libvulkan-dev_*.deb")
         staged = cache_root().with_suffix(".partial")
         shutil.rmtree(staged, ignore_errors=True)
+        staged.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine: nothing has made Maya's cache yet
         subprocess.run(["dpkg-deb", "-x", str(package), str(staged)], check=True, capture_output=True)
         shutil.rmtree(cache_root(), ignore_errors=True)
         staged.replace(cache_root())
