@@ -283,9 +283,15 @@ class McpServerGone(ServiceUnavailableError):
 
 
 class StoreUnavailableError(ServiceUnavailableError):
-    """The shared response store (Redis) did not connect or answer within its command timeout."""
+    """The shared response store (Redis) did not connect or answer within its command timeout, or refused the
+    command. `reason` says which, for the code that acts on it (never shown): `unreachable` (no connection, no
+    answer in time), `oom` (Redis at its `maxmemory`), or a refusal Redis names (`redis_link.py`)."""
 
     code = "store_unavailable"
+
+    def __init__(self, message: str, *, reason: str = "unreachable", param: str | None = None) -> None:
+        super().__init__(message, param=param)
+        self.reason = reason
 
 
 class UnsupportedVocabulary(ValueError):

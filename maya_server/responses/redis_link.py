@@ -68,6 +68,12 @@ class RedisLink:
         f = self.figures
         try:
             result = await asyncio.wait_for(call(), timeout or self.command_timeout)
+        except redis_errors.OutOfMemoryError:
+            f.command_errors += 1
+            raise StoreUnavailableError(
+                "The response store (Redis) is full (at its maxmemory) and refused the write; retry shortly, or send "
+                "the history with store:false.", reason="oom",
+            ) from None
         except UNAVAILABLE:
             f.command_errors += 1
             f.healthy = False
