@@ -12,9 +12,10 @@ import time
 
 from tests.responses.api.test_background_shared import background, fleet, read, status
 
-LEASE_S = 1.0
-LONG = "tick " * 400
-"""At least four seconds of tokens at the fleet's scripted delay (0.01 s a token): four leases."""
+LEASE_S = 2.0
+"""Short, so the test is short; long enough that a loaded box still renews it (a heartbeat every 0.5 s)."""
+LONG = "tick " * 800
+"""At least eight seconds of tokens at the fleet's scripted delay (0.01 s a token): four leases."""
 
 
 def test_a_queued_task_renewed_only_by_the_heartbeat_outlives_two_leases_and_completes(start_server):
