@@ -9,6 +9,11 @@ Three answer modes, each its own function: `background:true` becomes a job (`ans
 `background.py`, `jobs.py`), never admitted here; otherwise the generation is admitted now and answered as
 SSE (`_answer_stream`) or JSON (`_answer_json`). The continued history and its refusals come from
 `ResponseRecords.open_turn` (`records.py`).
+
+A save the store cannot take (`StoreUnavailableError`: Redis went away after the request was let in) fails
+the response before its terminal event. A stream has already begun: it ends with `error` and `response.failed`.
+A JSON answer has sent nothing yet: it is the 503 `store_unavailable` that the requests after it get before
+generating (and that the OpenAI SDKs retry), not a 200 whose status is `failed` (`JsonSave`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from starlette.responses import Response
 from ..engine.fifo import Admission
 from ..neutral.conversation import Conversation, image_parts
 from ..http.drain import answer_json, stream_frames
-from ..errors import InvalidRequestError, MayaError
+from ..errors import InvalidRequestError, MayaError, StoreUnavailableError
 from ..neutral.events import Failed, PipelineEvent, Usage
 from ..pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
 from ..http.body import BodyLimits, read_json
@@ -87,14 +92,14 @@ def responses_router(
                 admission.release()
             raise
         admission = admission or service.admit()
-        assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None,
-                                      on_unsaved=turn.not_saved)
+        save = (turn.save if body.stream else JsonSave(turn)) if body.stored else None
+        assembler = ResponseAssembler(body, model=model_name, on_finish=save, on_unsaved=turn.not_saved)
         gate = publish_gate(conversation, body.output_format)
         events = gated(service.run(prepared, admission), gate)
         if body.stream:
             keepalive = keepalive_s if gate.active else None  # comments only while output is held
             return _answer_stream(assembler, events, admission, turn, keepalive_s=keepalive)
-        return await _answer_json(request, assembler, events, admission)
+        return await _answer_json(request, assembler, events, admission, save)
 
     @router.post("/v1/responses/compact")
     async def compact_response() -> Response:
@@ -124,12 +129,32 @@ def _answer_stream(assembler: ResponseAssembler, events: AsyncIterator[PipelineE
                                keepalive=keepalive_s)
 
 
+class JsonSave:
+    """The save of a non-streamed `store:true` response: the turn's, remembering a store that could not be
+    reached, so that the answer is that 503 rather than the failed response (nothing was sent yet)."""
+
+    def __init__(self, turn: StoredTurn) -> None:
+        self.turn = turn
+        self.unavailable: StoreUnavailableError | None = None
+
+    async def __call__(self, snapshot: dict) -> None:
+        try:
+            await self.turn.save(snapshot)
+        except StoreUnavailableError as exc:
+            self.unavailable = exc
+            raise
+
+
 async def _answer_json(request: Request, assembler: ResponseAssembler, events: AsyncIterator[PipelineEvent],
-                       admission: Admission) -> Response:
-    """The JSON answer: the response once generated. A client gone is a 499: the drain is cancelled, which
-    stops the engine; the caller's `with` then releases the turn."""
-    snapshot = lambda: Response(orjson.dumps(assembler.snapshot()), media_type="application/json")  # noqa: E731
-    return await answer_json(request, events, assembler.deliver, on_close=admission.release, answer=snapshot)
+                       admission: Admission, save: JsonSave | None) -> Response:
+    """The JSON answer: the response once generated, or the 503 of a store that could not take it. A client
+    gone is a 499: the drain is cancelled, which stops the engine; the caller's `with` then releases the turn."""
+    def answer() -> Response:
+        if save is not None and save.unavailable is not None:
+            raise save.unavailable
+        return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
+
+    return await answer_json(request, events, assembler.deliver, on_close=admission.release, answer=answer)
 
 
 async def _in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,

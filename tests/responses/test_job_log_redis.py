@@ -1,6 +1,10 @@
 """A background task's log on a real Redis (`job_log_redis.py`, `jobs_redis_lua.py`), below HTTP: the log numbers
 events as it appends them, keeps its count and byte bounds, gives a reader that fell behind an error with a
-number of its own (that other readers skip), and refuses every write of a fence that moved on."""
+number of its own (that other readers skip), refuses every write of a fence that moved on or after the end, and
+a reap with a fence that is not the record's changes nothing.
+
+Every wait here is bounded (`within`): a log that never ends (a flush that died, a number given twice) fails
+the test that waits on it, alone, instead of hanging the run."""
 
 from __future__ import annotations
 
@@ -20,6 +24,18 @@ from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store_open import open_store
 
 from tests.responses.store_backends import shared_redis, unique_prefix
+
+
+BOUND_S = 15.0
+"""The longest a test waits for a writer or a reader; a healthy log answers in well under a second."""
+
+
+async def within(awaitable, what: str):
+    """`awaitable`'s result, or the test fails saying what never happened."""
+    try:
+        return await asyncio.wait_for(awaitable, BOUND_S)
+    except asyncio.TimeoutError:
+        raise AssertionError(f"{what} within {BOUND_S:.0f} s") from None
 
 
 def on_a_loop(test):
@@ -55,7 +71,15 @@ async def admit(logs: JobLogs, job_id: str) -> RedisJobLog:
 
 
 async def collect(events) -> list[dict]:
-    return [orjson.loads(event.json) async for event in events]
+    """Every event a reader yields until its stream ends (the log's end entry, or its error)."""
+    async def read() -> list[dict]:
+        return [orjson.loads(event.json) async for event in events]
+
+    return await within(read(), "the reader did not reach the end of the log")
+
+
+async def drained(writer: RedisJobLog) -> None:
+    await within(writer.drained(), "the writer did not close its log in Redis")
 
 
 async def wait_flushed(writer: RedisJobLog) -> None:
@@ -79,7 +103,7 @@ async def test_events_are_numbered_by_the_log_and_a_reader_gets_them_all_then_th
         writer.append(delta(n))
     writer.mark("completed")
     writer.close()
-    await writer.drained()
+    await drained(writer)
     events = await collect(RedisLogReader(logs, "resp_a", 0, 0).follow(-1))
     assert [event["sequence_number"] for event in events] == list(range(7))
     assert [event["type"] for event in events[:2]] == ["response.created", "response.queued"]
@@ -101,7 +125,7 @@ async def test_a_reader_that_fell_behind_gets_an_error_with_a_reserved_number_th
     writer.append(delta(6))
     writer.mark("completed")
     writer.close()
-    await writer.drained()
+    await drained(writer)
     current = await collect(RedisLogReader(logs, "resp_b", 0, 0).follow(7))
     assert [event["sequence_number"] for event in current] == [9]  # 8 is the other reader's, never an event
     await close(logs)
@@ -133,9 +157,89 @@ async def test_a_write_with_a_fence_that_moved_on_is_refused_and_changes_nothing
     writer.fence += 1000  # as after another replica failed the task
     writer.append(delta(0))
     writer.mark("in_progress")
-    assert not await writer.confirmed()
+    assert not await within(writer.confirmed(), "the refused write was not confirmed")
     assert fenced == [True] and writer.fenced
     state, following = await logs.link.command(
         lambda: logs.link.client.hmget(logs.key("j:", "resp_d"), "s", "n"))
     assert state == b"queued" and int(following) == 2
+    await close(logs)
+
+
+async def held(logs: JobLogs, job_id: str) -> tuple:
+    """All that Redis holds of one task, and the fleet's figures: what a refused script must leave as it was."""
+    client = logs.link.client
+
+    async def read() -> tuple:
+        return (await client.hgetall(logs.key("j:", job_id)), await client.xrange(logs.key("js:", job_id)),
+                await client.zscore(logs.key("jlease", ""), job_id), await client.zscore(logs.key("jfin", ""), job_id),
+                await client.hgetall(logs.key("jn", "")))
+
+    return await logs.link.command(read)
+
+
+def reap_args(logs: JobLogs, job_id: str, fence: int, now: float) -> list:
+    """REAP's arguments as another replica sends them for a task whose lease lapsed."""
+    failed = {"id": job_id, "object": "response", "status": "failed", "output": []}
+    events = [{"type": "error", "code": "background_owner_lost", "message": "gone", "param": None},
+              {"type": "response.failed", "response": failed}]
+    return [logs.link.prefix, job_id, fence, now, logs.max_count, logs.max_bytes, orjson.dumps(failed),
+            *(part for event in events for part in unnumbered(event))]
+
+
+@on_a_loop
+async def test_a_reap_with_a_fence_that_is_not_the_records_changes_nothing():
+    logs = await open_logs()
+    writer = await admit(logs, "resp_e")  # its lease runs until 1060
+    writer.append(delta(0))
+    writer.mark("in_progress")
+    assert await within(writer.confirmed(), "the owner's write was not confirmed")
+    before = await held(logs, "resp_e")
+    long_after_the_lease = 5000.0
+    assert await logs.scripts["REAP"](reap_args(logs, "resp_e", writer.fence - 1, long_after_the_lease)) == 0
+    assert await held(logs, "resp_e") == before  # state, fence, snapshot, log, lease, figures
+    # the record's own fence does fail it: the refusal above was the fence's, not the lease's
+    assert await logs.scripts["REAP"](reap_args(logs, "resp_e", writer.fence, long_after_the_lease)) == 1
+    record = (await held(logs, "resp_e"))[0]
+    assert record[b"s"] == b"failed" and int(record[b"f"]) != writer.fence
+    ended = await collect(RedisLogReader(logs, "resp_e", 0, 0).follow(-1))
+    assert [event["type"] for event in ended[-2:]] == ["error", "response.failed"]
+    await close(logs)
+
+
+@on_a_loop
+async def test_a_write_after_the_end_of_the_log_is_refused_and_the_log_stays_as_it_ended():
+    logs = await open_logs()
+    writer = await admit(logs, "resp_f")
+    writer.append(delta(0))
+    writer.mark("completed")
+    writer.close()
+    await drained(writer)
+    before = await held(logs, "resp_f")
+    late = [logs.link.prefix, "resp_f", writer.fence, 1000.0, 1060.0, logs.max_count, logs.max_bytes, "", b"", 0,
+            *unnumbered(delta(1))]
+    assert await logs.scripts["APPEND"](late) == [b"fenced", 0]  # its own fence, but the log has ended
+    assert await held(logs, "resp_f") == before
+    events = await collect(RedisLogReader(logs, "resp_f", 0, 0).follow(-1))
+    assert [event["sequence_number"] for event in events] == [0, 1, 2] and events[2]["delta"] == "word0 "
+    await close(logs)
+
+
+@on_a_loop
+async def test_a_reserved_number_is_never_given_to_an_event_and_a_reader_skips_it():
+    logs = await open_logs()
+    writer = await admit(logs, "resp_g")
+    writer.append(delta(0))
+    writer.append(delta(1))
+    await wait_flushed(writer)  # events 0..3
+    reserved = await within(logs.reserve("resp_g"), "RESERVE did not answer")
+    assert reserved == 4  # the next number, held by a placeholder for one reader's error
+    writer.append(delta(2))
+    writer.append(delta(3))
+    writer.mark("completed")
+    writer.close()
+    await drained(writer)
+    events = await collect(RedisLogReader(logs, "resp_g", 0, 0).follow(-1))
+    assert [event["sequence_number"] for event in events] == [0, 1, 2, 3, 5, 6]
+    assert [event["delta"] for event in events[2:]] == ["word0 ", "word1 ", "word2 ", "word3 "]
+    assert await collect(RedisLogReader(logs, "resp_g", 0, 0).follow(3)) == events[4:]  # past the placeholder
     await close(logs)

@@ -14,6 +14,7 @@ object.
 
 from __future__ import annotations
 
+import time
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -163,10 +164,19 @@ def post_error(http: httpx.Client, body: dict, *, status: int = 400) -> dict:
     return error
 
 
-def iter_frames(lines) -> Any:
-    """(event name, data text) for each SSE frame of an iterator of lines."""
+STREAM_S = 120.0
+"""The longest a test follows one stream. A background task's reader gets a keep-alive comment every few
+seconds, so a stream that never ends (a log whose writer died) would never hit the client's read timeout:
+this fails the test instead, and before the suite's per-test timeout."""
+
+
+def iter_frames(lines, timeout: float = STREAM_S) -> Any:
+    """(event name, data text) for each SSE frame of an iterator of lines; the test fails when the stream has
+    not ended after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
     name, data = None, []
     for line in lines:
+        assert time.monotonic() < deadline, f"the stream did not end within {timeout:.0f} s"
         if line == "":
             if data:
                 yield name, "\n".join(data)
