@@ -5,8 +5,9 @@ real redis-server (loopback, a throwaway directory), talked to over HTTP with no
 is what Maya answered:
 
   eviction  `maxmemory 3mb` + `allkeys-lru`, 60 conversations x 3 turns x 8 kB through two replicas; then every
-            response retrieved, listed and continued: a 200 with less than was stored, a 404, a 5xx; the entries
-            Maya counts against the entry keys Redis holds (after two probe intervals).
+            response retrieved, listed and continued (stored, so that its input items show what the model was
+            given): a 200 with less than was stored, a 404, a 5xx, a cut answer; the entries Maya counts against
+            the entry keys Redis holds (after two probe intervals).
   flush     two replicas without a secret file; FLUSHALL, then a third replica; then Redis restarted empty and one
             replica restarted: responses stored afterwards read across replicas (404s counted).
   refusals  NOREPLICAS, MISCONF, BUSY, NOPERM: store:true, retrieve, input_items, continue and background create,
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import string
@@ -49,7 +51,8 @@ PROBE_WAIT_S = 5.0
 class Replica:
     """One Maya process; its stderr goes to a file so tracebacks can be counted."""
 
-    def __init__(self, src: Path, work: Path, name: str, url: str, prefix: str, *extra: str) -> None:
+    def __init__(self, src: Path, work: Path, name: str, url: str, prefix: str, *extra: str,
+                 environ: dict | None = None) -> None:
         self.log_path = work / f"maya-{name}.log"
         script = work / f"script-{name}.json"
         script.write_text(json.dumps(["Noted. " + "a" * 200] * 50))
@@ -59,7 +62,7 @@ class Replica:
                 *extra]
         self.log = self.log_path.open("w")
         self.process = subprocess.Popen(argv, cwd=src, stdout=subprocess.DEVNULL, stderr=self.log,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL, env={**os.environ, **(environ or {})})
         self.url = f"http://127.0.0.1:{port}"
         self.http = httpx.Client(base_url=self.url, timeout=30)
         deadline = time.monotonic() + 90
@@ -112,7 +115,11 @@ def outcome(answer: httpx.Response | None) -> str:
     if answer is None:
         return "cut"
     if answer.status_code == 200:
-        return "200"
+        try:
+            failed = answer.json().get("status") == "failed"
+        except ValueError:
+            failed = False
+        return "200 status:failed" if failed else "200"
     try:
         code = answer.json()["error"]["code"]
     except Exception:
@@ -132,7 +139,8 @@ def eviction(src: Path, work: Path) -> dict:
     try:
         command(redis.url, "CONFIG", "SET", "maxmemory", "3mb")
         command(redis.url, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
-        replicas = [Replica(src, work, n, redis.url, prefix) for n in ("ev-a", "ev-b")]
+        roomy = {"MAYA_GLM_RESPONSES_CACHE_ENTRIES": "100000"}  # Redis, not Maya's own bound, must be what evicts
+        replicas = [Replica(src, work, n, redis.url, prefix, environ=roomy) for n in ("ev-a", "ev-b")]
         stored: list[dict] = []  # id, turn, output, input_tokens
         creation = Counter()
         for conversation in range(60):
@@ -163,10 +171,14 @@ def eviction(src: Path, work: Path) -> dict:
             if kind == "200" and len(got.json()["data"]) != 2 * entry["turn"] - 1:
                 kind = "200 SHORTER"
             reads["input_items"][kind] += 1
-            got = reader.create(previous_response_id=entry["id"], input="And then?", store=False)
+            got = reader.create(previous_response_id=entry["id"], input="And then?", store=True)
             kind = outcome(got)
-            if kind == "200" and got.json()["usage"]["input_tokens"] <= entry["input_tokens"]:
-                kind = "200 SHORTER"  # the model was given less than the stored turn itself had
+            if kind == "200":  # what the model was given is what the continuation stored as its input
+                given = reader.get(f"/v1/responses/{got.json()['id']}/input_items", limit=100)
+                if given is None or given.status_code != 200:
+                    kind = "200 (its input could not be listed)"
+                elif len(given.json()["data"]) != 2 * entry["turn"] + 1:
+                    kind = "200 SHORTER"
             reads["continue"][kind] += 1
         time.sleep(PROBE_WAIT_S)
         counted = replicas[0].http.get("/v1/status").json()["responses"]["cache"]["entries"]
@@ -268,10 +280,8 @@ def _lift_noreplicas(redis: RedisServer, state) -> None:
 
 
 def _misconf(redis: RedisServer, work: Path):
-    gone = Path(tempfile.mkdtemp(prefix="maya-gone-", dir=work))
     command(redis.url, "CONFIG", "SET", "save", "3600 1")
-    command(redis.url, "CONFIG", "SET", "dir", str(gone))
-    shutil.rmtree(gone)
+    shutil.rmtree(redis.directory)  # its working directory: a save cannot create its file (root ignores modes)
     command(redis.url, "BGSAVE")
     deadline = time.monotonic() + 10
     while info(redis.url, "persistence").get("rdb_last_bgsave_status") != "err" and time.monotonic() < deadline:
@@ -279,11 +289,7 @@ def _misconf(redis: RedisServer, work: Path):
 
 
 def _lift_misconf(redis: RedisServer, state) -> None:
-    command(redis.url, "CONFIG", "SET", "dir", str(redis.directory))
-    command(redis.url, "BGSAVE")
-    deadline = time.monotonic() + 10
-    while info(redis.url, "persistence").get("rdb_last_bgsave_status") != "ok" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    command(redis.url, "CONFIG", "SET", "stop-writes-on-bgsave-error", "no")
     command(redis.url, "CONFIG", "SET", "save", "")
 
 
@@ -297,6 +303,7 @@ def _busy(redis: RedisServer, work: Path):
 
 
 def _lift_busy(redis: RedisServer, thread) -> None:
+    _quietly(command, redis.url, "SCRIPT", "KILL")  # read-only, so it can be killed; else it ends by itself
     thread.join(15)
     command(redis.url, "CONFIG", "SET", "busy-reply-threshold", "5000")
 
