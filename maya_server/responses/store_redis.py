@@ -64,7 +64,8 @@ DIGEST_BYTES = 12
 EVICT_MOST = 64
 """The most entries one `EVICT` removes when Redis refuses a write for memory (one script: it bounds its time)."""
 EVICT_MARGIN = 2
-"""`EVICT` frees this many times the refused response's counted size: room for the retry and some after it."""
+"""`EVICT` frees what Redis is over its maxmemory plus this many times the refused response's counted size: room
+for the retry and some after it."""
 RECOUNT_TIMEOUT_S = 30.0
 """How long the probe waits for a `RECOUNT` (a scan of the prefix's keys: ~0.1 s per 10k entries, bench/)."""
 LOST_NAMED = 32
@@ -279,13 +280,17 @@ class RedisStore:
     async def _put(self, scope: str, response_id: str, own: bytes, envelope: bytes, pairs: list[tuple[str, bytes]],
                    n_input: int, base: RedisHistory | None, size: int) -> list:
         """One PUT; when Redis refuses it for memory (maxmemory under noeviction), Maya evicts its own least
-        recently used entries (`EVICT`) and tries once more: a full Redis never stays full until a person acts."""
+        recently used entries (`EVICT`: INFO says by how much Redis is over) and tries once more: a full Redis
+        never stays full until a person acts."""
         try:
             return await self._put_once(scope, response_id, own, envelope, pairs, n_input, base)
         except StoreUnavailableError as error:
             if error.reason != "oom":
                 raise
-        got = await self._run("EVICT", [EVICT_MARGIN * size, EVICT_MOST])
+        memory = await self.link.command(lambda: self.link.client.info("memory"))
+        limit = int(memory.get("maxmemory", 0))
+        over = max(0, int(memory.get("used_memory", 0)) - limit) if limit else 0
+        got = await self._run("EVICT", [over + EVICT_MARGIN * size, EVICT_MOST])
         self.counters.evictions += int(got[0])
         self.fleet.update(entries=int(got[2]), bytes=int(got[3]))
         try:
