@@ -63,9 +63,11 @@ and expiry sets (~60)."""
 DIGEST_BYTES = 12
 EVICT_MOST = 64
 """The most entries one `EVICT` removes when Redis refuses a write for memory (one script: it bounds its time)."""
+EVICT_ROUNDS = 4
+"""The most `EVICT` scripts one refused write runs (each followed by a look at Redis's memory)."""
 EVICT_MARGIN = 2
-"""`EVICT` frees what Redis is over its maxmemory plus this many times the refused response's counted size: room
-for the retry and some after it."""
+"""Each `EVICT` frees (as Maya counts) this many times what Redis lacks for the refused response: Redis frees less
+than Maya counts (allocator size classes; its Lua heap grows between collections)."""
 RECOUNT_TIMEOUT_S = 30.0
 """How long the probe waits for a `RECOUNT` (a scan of the prefix's keys: ~0.1 s per 10k entries, bench/)."""
 LOST_NAMED = 32
@@ -179,6 +181,9 @@ class RedisStore:
         info = await self.link.command(lambda: self.link.client.info("server", "stats"))
         seen = (str(info.get("run_id", "")), int(info.get("evicted_keys", 0)))
         before, self._redis_seen = self._redis_seen, seen
+        if before is None or seen[0] != before[0]:  # a Redis not seen before: have the rare scripts loaded now,
+            for source in (lua.EVICT, lua.RECOUNT):   # not when it is full (compiling one takes its memory)
+                await self.link.command(lambda source=source: self.link.client.script_load(source))
         redis_lost = seen[1] > 0 if before is None else (seen[0] != before[0] or seen[1] > before[1])
         if not (self._lost_seen or redis_lost or vanished):
             return
@@ -287,12 +292,7 @@ class RedisStore:
         except StoreUnavailableError as error:
             if error.reason != "oom":
                 raise
-        memory = await self.link.command(lambda: self.link.client.info("memory"))
-        limit = int(memory.get("maxmemory", 0))
-        over = max(0, int(memory.get("used_memory", 0)) - limit) if limit else 0
-        got = await self._run("EVICT", [over + EVICT_MARGIN * size, EVICT_MOST])
-        self.counters.evictions += int(got[0])
-        self.fleet.update(entries=int(got[2]), bytes=int(got[3]))
+        await self._make_room(size)
         try:
             return await self._put_once(scope, response_id, own, envelope, pairs, n_input, base)
         except StoreUnavailableError as error:
@@ -303,6 +303,21 @@ class RedisStore:
                 "its least recently used responses. Raise Redis's maxmemory (or lower the store's byte limit), or "
                 "send the history with store:false.", reason="oom",
             ) from None
+
+    async def _make_room(self, size: int) -> None:
+        """Evict the fleet's least recently used entries until Redis (INFO) has `size` bytes below its maxmemory:
+        at most `EVICT_ROUNDS` scripts of `EVICT_MOST` entries. Rounds, because what Redis frees is not what Maya
+        counts (allocator size classes, and its Lua heap grows between collections)."""
+        for _ in range(EVICT_ROUNDS):
+            memory = await self.link.command(lambda: self.link.client.info("memory"))
+            limit, used = int(memory.get("maxmemory", 0)), int(memory.get("used_memory", 0))
+            if not limit or used + size < limit:
+                return
+            got = await self._run("EVICT", [EVICT_MARGIN * (used + size - limit), EVICT_MOST])
+            self.counters.evictions += int(got[0])
+            self.fleet.update(entries=int(got[2]), bytes=int(got[3]))
+            if int(got[0]) == 0:
+                return  # nothing left to evict
 
     async def _put_once(self, scope: str, response_id: str, own: bytes, envelope: bytes,
                         pairs: list[tuple[str, bytes]], n_input: int, base: RedisHistory | None) -> list:
