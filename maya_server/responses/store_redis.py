@@ -69,7 +69,11 @@ EVICT_MARGIN = 2
 """Each `EVICT` frees (as Maya counts) this many times what Redis lacks for the refused response: Redis frees less
 than Maya counts (allocator size classes; its Lua heap grows between collections)."""
 RECOUNT_TIMEOUT_S = 30.0
-"""How long the probe waits for a `RECOUNT` (a scan of the prefix's keys: ~0.1 s per 10k entries, bench/)."""
+"""How long the probe waits for a `RECOUNT` (it scans the database's keys: ~0.7 s for 10k entries on a loaded
+2-core machine, `bench/store_redis_integrity.py`)."""
+RECOUNT_SPACING = 10
+"""Recounts are at least this many times their own last duration apart (and at least `probe_s`), so a Redis that
+evicts all the time (`allkeys-lru`) spends at most about a tenth of its time recounting."""
 LOST_NAMED = 32
 """How many broken entries a `RECOUNT` names in the log (the rest are counted)."""
 SHOWN_ID = 64
@@ -147,6 +151,8 @@ class RedisStore:
         """A read found a lost piece since this replica's last recount: the derived figures have drifted."""
         self._redis_seen: tuple[str, int] | None = None
         """Redis's run_id and evicted_keys at the last probe."""
+        self._recount_s = 0.0
+        """How long this replica's last recount took."""
         self._probe: asyncio.Task | None = None
         self.block_overhead = BLOCK_OVERHEAD + len(self.prefix) + len("b::") + SCOPE_HEX + 2 * (2 * DIGEST_BYTES)
         """The key's name (prefix, scope, digest) and the digest again as the `rc` field, besides the fixed part."""
@@ -188,7 +194,8 @@ class RedisStore:
         if not (self._lost_seen or redis_lost or vanished):
             return
         lock = self.prefix + "recount"
-        if not await self.link.command(lambda: self.link.client.set(lock, 1, nx=True, px=int(self.probe_s * 1000))):
+        spacing_ms = int(max(self.probe_s, RECOUNT_SPACING * self._recount_s) * 1000)
+        if not await self.link.command(lambda: self.link.client.set(lock, 1, nx=True, px=spacing_ms)):
             return  # another replica recounts in this interval
         await self.recount()
 
@@ -196,7 +203,9 @@ class RedisStore:
         """Rebuild the derived keys and figures from the entries that exist; broken entries are removed."""
         args = [self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES, LOST_NAMED]
         timeout = max(RECOUNT_TIMEOUT_S, self.link.command_timeout)
+        started = time.perf_counter()
         got = await self.link.command(lambda: self._recount_script(keys=[], args=args), timeout=timeout)
+        self._recount_s = time.perf_counter() - started
         self._lost_seen = False
         self.recounts += 1
         entries, nbytes, broken, orphans = (int(value) for value in got[:4])
@@ -205,8 +214,9 @@ class RedisStore:
         named = got[4:]
         for at in range(0, len(named), 2):
             self._log_lost(named[at].decode(), named[at + 1].decode())
-        log.warning("response store recounted: %d entries, %d bytes; %d broken entries and %d orphan blocks "
-                    "removed", entries, nbytes, broken, orphans)
+        log.log(logging.WARNING if broken or orphans else logging.INFO,
+                "response store recounted in %.3f s: %d entries, %d bytes; %d broken entries and %d orphan blocks "
+                "removed", self._recount_s, entries, nbytes, broken, orphans)
 
     # -- reads ------------------------------------------------------------------------
     async def begin(self, owner: str, response_id: str) -> RedisHistory:

@@ -134,7 +134,8 @@ def test_a_lost_key_makes_each_read_a_404_lost_and_removes_the_entry(store, lose
         command(url, "DEL", key(store, "l", command(url, "HGET", key(store, "e", "r2"), "l").decode()))
     elif lose == "envelope":
         for rid in ids:
-            command(url, "DEL", key(store, "b", scope(store, A), command(url, "HGET", key(store, "e", rid), "env").decode()))
+            envelope = command(url, "HGET", key(store, "e", rid), "env").decode()
+            command(url, "DEL", key(store, "b", scope(store, A), envelope))
     else:
         for rid in ids:
             if lose == "entry":
