@@ -102,7 +102,7 @@ def test_allkeys_lru_eviction_under_load_never_serves_less(start_server):
     redis = RedisServer()
     try:
         command(redis.url, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
-        command(redis.url, "CONFIG", "SET", "maxmemory", "2mb")
+        command(redis.url, "CONFIG", "SET", "maxmemory", "3mb")
         prefix = unique_prefix()
         server = start_server([f"answer {n}" for n in range(180)] + ["probe"] * 200, store=redis.url,
                               store_prefix=prefix, ctx=65536)
