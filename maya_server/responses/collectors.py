@@ -31,6 +31,8 @@ COUNTERS = {
     "expirations": "Responses dropped when their TTL passed",
     "deletions": "Responses deleted by their owner",
     "assembly_rejections": "Requests refused with 503 because the assembly budget was exhausted",
+    "lost": "Stored responses found broken (Redis lost one of their keys) and removed (404 stored_response_lost)",
+    "recounts": "Times this replica rebuilt the shared store's figures from the entries that exist (Redis store)",
 }
 TIMINGS = {
     "write": ("writes", "write_seconds", "Time spent storing responses"),
@@ -59,8 +61,8 @@ class StoreCollector:
             yield GaugeMetricFamily(PREFIX + name, text, value=stats[name])
         yield GaugeMetricFamily(PREFIX + "limit_entries", "Configured response limit", value=stats["limits"]["entries"])
         yield GaugeMetricFamily(PREFIX + "limit_bytes", "Configured byte limit", value=stats["limits"]["bytes"])
-        for name, text in COUNTERS.items():
-            yield CounterMetricFamily(PREFIX + name, text, value=stats[name])
+        for name, text in COUNTERS.items():  # `lost`, `recounts`: only a Redis store has them (memory loses nothing)
+            yield CounterMetricFamily(PREFIX + name, text, value=stats.get(name, 0))
         for name, (count, total, text) in TIMINGS.items():
             yield SummaryMetricFamily(PREFIX + name + "_seconds", text, count_value=stats[count], sum_value=stats[total])
 

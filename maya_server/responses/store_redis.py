@@ -22,18 +22,27 @@ What differs from memory, and why:
 - **Faults.** A command that fails to connect or answer within `--store-command-timeout` is a 503
   `store_unavailable` (`redis_link.py`); the pool reconnects by itself on the next command. The assembly
   budget stays per process: it bounds this replica's memory.
+- **Lost keys.** Redis may drop keys Maya wrote (`allkeys-lru`, a person's DEL, a restart from an older
+  snapshot). A read that finds a piece missing never answers a shorter history: it is a 404
+  `stored_response_lost` (the loss is permanent; SDKs retry a 5xx in vain), the broken entry is removed in the
+  same script, and the next probe recounts every derived figure from the entries that exist (`RECOUNT`), as it
+  also does when Redis reports evictions or a restart, or the figures vanished.
+- **A full Redis.** Reads answer on a Redis at `maxmemory` (their LRU touch is best-effort). A write Redis
+  refuses for memory makes Maya evict its own least recently used entries and retry once (`EVICT`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator, Sequence
 
 import orjson
+from redis.exceptions import ResponseError
 
 from ..errors import NotFoundError, StoreUnavailableError
 from . import store_redis_lua as lua
@@ -53,7 +62,25 @@ ENTRY_OVERHEAD = 600
 """One entry's hash (its fields but `own`: ~540 bytes with its key, in a listpack) and its places in the LRU, owner LRU
 and expiry sets (~60)."""
 DIGEST_BYTES = 12
+EVICT_MOST = 64
+"""The most entries one `EVICT` removes when Redis refuses a write for memory (one script: it bounds its time)."""
+EVICT_ROUNDS = 4
+"""The most `EVICT` scripts one refused write runs (each followed by a look at Redis's memory)."""
+EVICT_MARGIN = 2
+"""Each `EVICT` frees (as Maya counts) this many times what Redis lacks for the refused response: Redis frees less
+than Maya counts (allocator size classes; its Lua heap grows between collections)."""
+RECOUNT_TIMEOUT_S = 30.0
+"""How long the probe waits for a `RECOUNT` (it scans the database's keys: ~0.7 s for 10k entries on a loaded
+2-core machine, `bench/store_redis_integrity.py`)."""
+RECOUNT_SPACING = 10
+"""Recounts are at least this many times their own last duration apart (and at least `probe_s`), so a Redis that
+evicts all the time (`allkeys-lru`) spends at most about a tenth of its time recounting."""
+LOST_NAMED = 32
+"""How many broken entries a `RECOUNT` names in the log (the rest are counted)."""
+SHOWN_ID = 64
+"""The most characters of a response id an error message quotes."""
 
+log = logging.getLogger("maya.store")
 
 
 def digest(data: bytes) -> str:
@@ -86,6 +113,17 @@ class RedisHistory:
             self.store._assembling -= self.reserved
 
 
+def lost_error(response_id: str, param: str | None) -> NotFoundError:
+    """A stored response the store can no longer read whole: a 404, since the loss is permanent (clients retry
+    a 5xx in vain)."""
+    shown = response_id if len(response_id) <= SHOWN_ID else response_id[:SHOWN_ID] + "..."
+    return NotFoundError(
+        f"Response '{shown}' was stored, but the response store lost part of it (Redis evicted or removed its "
+        "keys), so it cannot be read or continued. Send the history in 'input' with store:false instead.",
+        param=param, code="stored_response_lost",
+    )
+
+
 def _no_figures() -> dict:
     return {"entries": 0, "bytes": 0, "writes": 0, "evictions": 0, "expirations": 0, "deletions": 0}
 
@@ -104,7 +142,18 @@ class RedisStore:
         self.fleet = _no_figures()
         """The fleet's figures as this replica last read them (every script returns some; the probe all)."""
         self._assembling = 0
-        self._scripts = {name: link.script(getattr(lua, name)) for name in ("READ", "PUT", "DELETE", "FIGURES")}
+        self._scripts = {name: link.script(getattr(lua, name))
+                         for name in ("READ", "PUT", "DELETE", "FIGURES", "EVICT")}
+        self._recount_script = link.client.register_script(lua.RECOUNT)
+        self.lost = 0
+        """Broken entries this replica found (a read, a delete or its recount) and removed."""
+        self.recounts = 0
+        self._lost_seen = False
+        """A read found a lost piece since this replica's last recount: the derived figures have drifted."""
+        self._redis_seen: tuple[str, int] | None = None
+        """Redis's run_id and evicted_keys at the last probe."""
+        self._recount_s = 0.0
+        """How long this replica's last recount took."""
         self._probe: asyncio.Task | None = None
         self.block_overhead = BLOCK_OVERHEAD + len(self.prefix) + len("b::") + SCOPE_HEX + 2 * (2 * DIGEST_BYTES)
         """The key's name (prefix, scope, digest) and the digest again as the `rc` field, besides the fixed part."""
@@ -122,12 +171,53 @@ class RedisStore:
 
 
     async def refresh(self, owner: str | None = None) -> tuple[int, int]:
-        """Read the fleet's figures now; (entries, bytes) of `owner` when given."""
+        """Read the fleet's figures now; (entries, bytes) of `owner` when given. Without an owner (the probe, the
+        status page), also recount when the figures cannot be trusted (`_recount_if_due`)."""
         args = [self.clock()] + ([await self.link.scope(owner)] if owner is not None else [])
         got = await self._run("FIGURES", args)
         names = ("entries", "bytes", "writes", "evictions", "expirations", "deletions")
-        self.fleet = {name: int(value) for name, value in zip(names, got)}
+        believed, self.fleet = self.fleet["entries"], {name: int(value) for name, value in zip(names, got)}
+        if owner is None:
+            await self._recount_if_due(vanished=believed > 0 and not int(got[8]))
         return int(got[6]), int(got[7])
+
+    async def _recount_if_due(self, *, vanished: bool) -> None:
+        """Recount when a read found a lost piece, Redis evicted keys or restarted (INFO's evicted_keys grew, its
+        run_id changed; on the first probe, any eviction at all) or the figures hash vanished: at most once per
+        probe interval for the whole fleet (a lock key)."""
+        info = await self._info("server", "stats")
+        seen = (str(info.get("run_id", "")), int(info.get("evicted_keys", 0)))
+        before, self._redis_seen = self._redis_seen, seen
+        if before is None or seen[0] != before[0]:  # a Redis not seen before: have the rare scripts loaded now,
+            for source in (lua.EVICT, lua.RECOUNT):   # not when it is full (compiling one takes its memory)
+                await self.link.command(lambda source=source: self.link.client.script_load(source))
+        redis_lost = seen[1] > 0 if before is None else (seen[0] != before[0] or seen[1] > before[1])
+        if not (self._lost_seen or redis_lost or vanished):
+            return
+        lock = self.prefix + "recount"
+        spacing_ms = int(max(self.probe_s, RECOUNT_SPACING * self._recount_s) * 1000)
+        if not await self.link.command(lambda: self.link.client.set(lock, 1, nx=True, px=spacing_ms)):
+            return  # another replica recounts in this interval
+        await self.recount()
+
+    async def recount(self) -> None:
+        """Rebuild the derived keys and figures from the entries that exist; broken entries are removed."""
+        args = [self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES, LOST_NAMED]
+        timeout = max(RECOUNT_TIMEOUT_S, self.link.command_timeout)
+        started = time.perf_counter()
+        got = await self.link.command(lambda: self._recount_script(keys=[], args=args), timeout=timeout)
+        self._recount_s = time.perf_counter() - started
+        self._lost_seen = False
+        self.recounts += 1
+        entries, nbytes, broken, orphans = (int(value) for value in got[:4])
+        self.fleet.update(entries=entries, bytes=nbytes)
+        self.lost += broken
+        named = got[4:]
+        for at in range(0, len(named), 2):
+            self._log_lost(named[at].decode(), named[at + 1].decode())
+        log.log(logging.WARNING if broken or orphans else logging.INFO,
+                "response store recounted in %.3f s: %d entries, %d bytes; %d broken entries and %d orphan blocks "
+                "removed", self._recount_s, entries, nbytes, broken, orphans)
 
     # -- reads ------------------------------------------------------------------------
     async def begin(self, owner: str, response_id: str) -> RedisHistory:
@@ -162,6 +252,8 @@ class RedisStore:
 
     async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None) -> list:
         found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
+        if found[0] == 2:
+            raise self._lose(response_id, found[1].decode(), param)
         if found[0] == 0:
             self.counters.misses += 1
             raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}", param=param)
@@ -181,12 +273,16 @@ class RedisStore:
         own, envelope = pack_own(response), pack_envelope(response)
         history = base.history_bytes if base else 0
         self.check_fits(history + sum(len(b) for b in packed) + len(own) + len(envelope))
+        # what the new response is counted for at most (its blocks all new): what `EVICT` frees room for
+        size = (sum(len(b) + self.block_overhead + SLOT_BYTES for b in packed) + len(own) + ENTRY_OVERHEAD
+                + len(envelope) + self.block_overhead + LINEAGE_BYTES)
         scope = await self.link.scope(owner)
         pairs = [(digest(data), data) for data in packed]
-        outcome = await self._put(scope, response["id"], own, envelope, pairs, len(new_items), base)
+        outcome = await self._put(scope, response["id"], own, envelope, pairs, len(new_items), base, size)
         if outcome[0] == b"stale":  # the continued lineage was cut back meanwhile: write the history again
             again = list(zip(base.digests, base.blocks)) + pairs
-            outcome = await self._put(scope, response["id"], own, envelope, again, len(base.blocks) + len(new_items), None)
+            outcome = await self._put(scope, response["id"], own, envelope, again, len(base.blocks) + len(new_items),
+                                      None, size + history + len(base.blocks) * (self.block_overhead + SLOT_BYTES))
         if outcome[0] == b"exists":
             raise RuntimeError(f"response {response['id']} is already stored")  # ids are generated: a bug
         self.fleet.update(entries=int(outcome[1]), bytes=int(outcome[2]))
@@ -198,7 +294,48 @@ class RedisStore:
         self.counters.write_seconds += time.perf_counter() - started
 
     async def _put(self, scope: str, response_id: str, own: bytes, envelope: bytes, pairs: list[tuple[str, bytes]],
-                   n_input: int, base: RedisHistory | None) -> list:
+                   n_input: int, base: RedisHistory | None, size: int) -> list:
+        """One PUT; when Redis refuses it for memory (maxmemory under noeviction), Maya evicts its own least
+        recently used entries (`EVICT`: INFO says by how much Redis is over) and tries once more: a full Redis
+        never stays full until a person acts."""
+        try:
+            return await self._put_once(scope, response_id, own, envelope, pairs, n_input, base)
+        except StoreUnavailableError as error:
+            if error.reason != "oom":
+                raise
+        await self._make_room(size)
+        try:
+            return await self._put_once(scope, response_id, own, envelope, pairs, n_input, base)
+        except StoreUnavailableError as error:
+            if error.reason != "oom":
+                raise
+            raise StoreUnavailableError(
+                "The response store (Redis) is at its maxmemory and refused this response even after Maya evicted "
+                "its least recently used responses. Raise Redis's maxmemory (or lower the store's byte limit), or "
+                "send the history with store:false.", reason="oom",
+            ) from None
+
+    async def _make_room(self, size: int) -> None:
+        """Evict the fleet's least recently used entries until Redis (INFO) has `size` bytes below its maxmemory:
+        at most `EVICT_ROUNDS` scripts of `EVICT_MOST` entries. Rounds, because what Redis frees is not what Maya
+        counts (allocator size classes, and its Lua heap grows between collections)."""
+        for _ in range(EVICT_ROUNDS):
+            memory = await self._info("memory")
+            if not memory:  # INFO refused: one round, for the response's size
+                got = await self._run("EVICT", [EVICT_MARGIN * size, EVICT_MOST])
+                self.counters.evictions += int(got[0])
+                return
+            limit, used = int(memory.get("maxmemory", 0)), int(memory.get("used_memory", 0))
+            if not limit or used + size < limit:
+                return
+            got = await self._run("EVICT", [EVICT_MARGIN * (used + size - limit), EVICT_MOST])
+            self.counters.evictions += int(got[0])
+            self.fleet.update(entries=int(got[2]), bytes=int(got[3]))
+            if int(got[0]) == 0:
+                return  # nothing left to evict
+
+    async def _put_once(self, scope: str, response_id: str, own: bytes, envelope: bytes,
+                        pairs: list[tuple[str, bytes]], n_input: int, base: RedisHistory | None) -> list:
         s = self.settings
         now = self.clock()
         args: list = [scope, response_id, now, now + s.cache_ttl_s, own, digest(envelope), envelope,
@@ -211,6 +348,8 @@ class RedisStore:
     async def delete(self, owner: str, response_id: str) -> None:
         found = await self._run("DELETE", [await self.link.scope(owner), response_id, self.clock()])
         self.fleet.update(entries=int(found[1]), bytes=int(found[2]))
+        if found[0] == 2:
+            raise self._lose(response_id, found[3].decode(), None)
         if found[0] == 0:
             self.counters.misses += 1
             raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}")
@@ -230,6 +369,7 @@ class RedisStore:
                        "owner_bytes": s.owner_bytes, "assembly_bytes": s.assembly_bytes},
             **local,
             "expirations": self.fleet["expirations"],  # only the scripts see an entry expire: the fleet's count
+            "lost": self.lost, "recounts": self.recounts,
             "fleet": dict(self.fleet),
             "commands": f.commands, "command_seconds": f.command_seconds, "command_errors": f.command_errors,
         }
@@ -251,6 +391,27 @@ class RedisStore:
         return await self.refresh(owner)
 
     # -- internals --------------------------------------------------------------------
+    def _lose(self, response_id: str, kind: str, param: str | None) -> NotFoundError:
+        """A broken entry a script found and removed: counted, logged once (its id, the kind of key missing;
+        never the owner's scope), a recount asked of the next probe; the client's 404."""
+        self.lost += 1
+        self._lost_seen = True
+        self._log_lost(response_id, kind)
+        return lost_error(response_id, param)
+
+    @staticmethod
+    def _log_lost(response_id: str, kind: str) -> None:
+        log.warning("stored response %s lost its %s key in Redis (evicted or removed); removed it",
+                    response_id[:SHOWN_ID], kind)
+
+    async def _info(self, *sections: str) -> dict:
+        """Redis's INFO sections; empty where INFO is refused (some managed Redis rename or forbid it): the
+        checks that read it then go without."""
+        try:
+            return await self.link.command(lambda: self.link.client.info(*sections))
+        except ResponseError:
+            return {}
+
     def _reserve(self, nbytes: int) -> None:
         self._assembling = reserve_assembly(self._assembling, nbytes, self.settings, self.counters)
 

@@ -18,8 +18,20 @@ credential; see `store_redis.py`):
     P n            hash   fleet figures: entries, bytes, seq, lin (lineage ids), writes, evictions, ...
     P ob, P oe     hash   owner scope → bytes, entries
 
+    P recount      string the fleet's recount lock (SET NX PX: at most one recount per probe interval)
+
 The bytes charged are what Redis holds for them (the JSON plus a per-key overhead measured with MEMORY USAGE,
 passed in as ARGV by `store_redis.py`), so the byte bounds bound Redis's memory.
+
+Redis may lose keys behind Maya's back (an `allkeys-lru` eviction, a person's DEL, a restart that kept an older
+snapshot). So a read is whole or it is an error: READ and DELETE check every key the entry needs (its fields,
+the lineage long enough, every block of the slice, the envelope) and, when one is missing, remove the broken
+entry in the same step and say which kind of key was missing ({2, kind}); never a shorter history. PUT writes
+a block again when its refcount says it exists but its key is gone, and never extends a lineage whose blocks
+are not all there. Reads never need to write: their LRU touch and expiry purge are best-effort, since Redis at
+`maxmemory` under `noeviction` refuses a script's first memory-growing write (not a DEL, ZREM or HDEL, and
+nothing once the script has written). EVICT frees room when Redis refuses a PUT for memory; RECOUNT rebuilds
+every derived key and figure from the entries that really exist.
 """
 
 COMMON = r"""
@@ -32,17 +44,34 @@ local function charge(o, n)
   if redis.call('HINCRBY', P .. 'ob', o, n) == 0 then redis.call('HDEL', P .. 'ob', o) end
 end
 
+local function block_key(o, dg)
+  return P .. 'b:' .. o .. ':' .. dg
+end
+
+-- A reference to the block; written when new, and written again when counted but gone (evicted, deleted by hand)
 local function block_add(o, dg, data)
   if redis.call('HINCRBY', P .. 'rc:' .. o, dg, 1) == 1 then
-    redis.call('SET', P .. 'b:' .. o .. ':' .. dg, data)
+    redis.call('SET', block_key(o, dg), data)
     charge(o, #data + BLOCK)
+  else
+    redis.call('SET', block_key(o, dg), data, 'NX')
   end
+end
+
+-- Whether any of the owner's blocks `digests` is missing (one EXISTS per 1000)
+local function blocks_missing(o, digests)
+  for i = 1, #digests, 1000 do
+    local keys = {}
+    for j = i, math.min(i + 999, #digests) do keys[#keys + 1] = block_key(o, digests[j]) end
+    if redis.call('EXISTS', unpack(keys)) ~= #keys then return true end
+  end
+  return false
 end
 
 local function block_drop(o, dg)
   if redis.call('HINCRBY', P .. 'rc:' .. o, dg, -1) <= 0 then
     redis.call('HDEL', P .. 'rc:' .. o, dg)
-    local key = P .. 'b:' .. o .. ':' .. dg
+    local key = block_key(o, dg)
     local size = redis.call('STRLEN', key)
     redis.call('DEL', key)
     charge(o, -(size + BLOCK))
@@ -75,25 +104,25 @@ local function settle(o, lid)
   end
 end
 
+-- Tolerates an entry missing any of its pieces (its fields, its lineage, a block, its owner's rc hash). Its first
+-- write is a DEL, which Redis does not refuse at maxmemory, so none after it is refused either.
 local function remove(rid)
   local e = P .. 'e:' .. rid
   local f = redis.call('HMGET', e, 'o', 'l', 'c', 'env')
   local o, lid = f[1], f[2]
-  if not o then
-    redis.call('ZREM', P .. 'lru', rid)
-    redis.call('ZREM', P .. 'exp', rid)
-    return
-  end
   redis.call('DEL', e)
   redis.call('ZREM', P .. 'lru', rid)
-  redis.call('ZREM', P .. 'lru:' .. o, rid)
   redis.call('ZREM', P .. 'exp', rid)
+  if not o then return end
+  redis.call('ZREM', P .. 'lru:' .. o, rid)
   redis.call('HINCRBY', P .. 'n', 'entries', -1)
   if redis.call('HINCRBY', P .. 'oe', o, -1) <= 0 then redis.call('HDEL', P .. 'oe', o) end
-  charge(o, -tonumber(f[3]))
-  block_drop(o, f[4])
-  redis.call('ZREM', P .. 'u:' .. lid, rid)
-  settle(o, lid)
+  charge(o, -(tonumber(f[3]) or 0))
+  if f[4] then block_drop(o, f[4]) end
+  if lid then
+    redis.call('ZREM', P .. 'u:' .. lid, rid)
+    settle(o, lid)
+  end
 end
 
 local function purge(now)
@@ -104,16 +133,26 @@ local function purge(now)
   end
 end
 
+-- Best-effort in a read: under maxmemory and noeviction Redis refuses the HINCRBY; the read still answers.
 local function touch(o, rid)
-  local seq = redis.call('HINCRBY', P .. 'n', 'seq', 1)
+  local seq = redis.pcall('HINCRBY', P .. 'n', 'seq', 1)
+  if type(seq) ~= 'number' then return end
   redis.call('ZADD', P .. 'lru', seq, rid)
   redis.call('ZADD', P .. 'lru:' .. o, seq, rid)
 end
 
--- The entry's fields when `o` may see it, else nil (an expired one found here is dropped now).
+-- The entry's fields when `o` may see it, else nil (an expired one found here is dropped now); nil and 'entry'
+-- when it is the owner's but its hash or one of its fields is gone (the owner's LRU still lists it).
 local function find(o, rid, now)
   local f = redis.call('HMGET', P .. 'e:' .. rid, 'o', 'x', 'l', 'ie', 'oe', 'own', 'env')
-  if not f[1] or f[1] ~= o then return nil end
+  if not f[1] then
+    if redis.call('ZSCORE', P .. 'lru:' .. o, rid) then return nil, 'entry' end
+    return nil
+  end
+  if f[1] ~= o then return nil end
+  for i = 2, 7 do
+    if not f[i] then return nil, 'entry' end
+  end
   if tonumber(f[2]) <= now then
     remove(rid)
     redis.call('HINCRBY', P .. 'n', 'expirations', 1)
@@ -122,15 +161,29 @@ local function find(o, rid, now)
   return f
 end
 
+-- The kind of key a whole entry misses besides its own ('lineage', 'block', 'envelope'), or nil
+local function broken(o, f)
+  local lkey, oe = P .. 'l:' .. f[3], tonumber(f[5])
+  if redis.call('LLEN', lkey) < oe then return 'lineage' end
+  if oe > 0 and blocks_missing(o, redis.call('LRANGE', lkey, 0, oe - 1)) then return 'block' end
+  if redis.call('EXISTS', block_key(o, f[7])) == 0 then return 'envelope' end
+  return nil
+end
+
 local function figures()
   local n = redis.call('HMGET', P .. 'n', 'entries', 'bytes')
   return {tonumber(n[1]) or 0, tonumber(n[2]) or 0}
 end
 
+-- Best-effort in a read: its first write is a DEL (never refused), but a read answers even if one fails
+local function purge_softly(now)
+  pcall(purge, now)
+end
+
 local function read_blocks(o, digests)
   local out, keys = {}, {}
   for i, dg in ipairs(digests) do
-    keys[#keys + 1] = P .. 'b:' .. o .. ':' .. dg
+    keys[#keys + 1] = block_key(o, dg)
     if #keys == 1000 or i == #digests then
       local got = redis.call('MGET', unpack(keys))
       for _, data in ipairs(got) do out[#out + 1] = data end
@@ -143,24 +196,49 @@ end
 
 READ = COMMON + r"""
 -- ARGV: P BLOCK SLOT LINEAGE | owner rid now mode(history|response|input)
+-- {0}: not found; {2, kind}: stored but a key of kind `kind` is gone (the entry is removed now); {1, ...}: whole
 local o, rid, now, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
-purge(now)
-local f = find(o, rid, now)
+purge_softly(now)
+local f, lost = find(o, rid, now)
+if lost then
+  remove(rid)
+  return {2, lost}
+end
 if not f then return {0} end
-touch(o, rid)
 local lid, ie, oe = f[3], tonumber(f[4]), tonumber(f[5])
+local lkey = P .. 'l:' .. lid
+if redis.call('LLEN', lkey) < oe then
+  remove(rid)
+  return {2, 'lineage'}
+end
 local from, to = 0, oe
 if mode == 'response' then from = ie elseif mode == 'input' then to = ie end
 local digests = {}
-if to > from then digests = redis.call('LRANGE', P .. 'l:' .. lid, from, to - 1) end
-local gen = redis.call('HGET', P .. 'g', lid) or '0'
-local env = ''
-if mode == 'response' then
-  env = redis.call('GET', P .. 'b:' .. o .. ':' .. f[7])
-elseif mode == 'history' then
-  env = redis.call('STRLEN', P .. 'b:' .. o .. ':' .. f[7])  -- its size: what the memory store reserves too
+if to > from then digests = redis.call('LRANGE', lkey, from, to - 1) end
+local blocks = read_blocks(o, digests)
+for i = 1, #digests do
+  if not blocks[i] then
+    remove(rid)
+    return {2, 'block'}
+  end
 end
-return {1, lid, ie, oe, gen, f[6], env, digests, read_blocks(o, digests)}
+local env
+local ekey = block_key(o, f[7])
+if mode == 'response' then
+  env = redis.call('GET', ekey)
+elseif mode == 'history' then
+  env = redis.call('STRLEN', ekey)  -- its size: what the memory store reserves too
+  if env == 0 then env = false end
+else
+  env = redis.call('EXISTS', ekey) == 1 and ''
+end
+if not env then
+  remove(rid)
+  return {2, 'envelope'}
+end
+touch(o, rid)
+local gen = redis.call('HGET', P .. 'g', lid) or '0'
+return {1, lid, ie, oe, gen, f[6], env, digests, blocks}
 """
 
 PUT = COMMON + r"""
@@ -181,10 +259,16 @@ if base_lid ~= '' then
   local gen = redis.call('HGET', P .. 'g', base_lid)
   local len = redis.call('LLEN', P .. 'l:' .. base_lid)
   if gen ~= base_gen or len < base_end then return {'stale'} end
+  -- a lineage missing a block is never extended nor copied: the caller writes the history again
+  if base_end > 0 and blocks_missing(o, redis.call('LRANGE', P .. 'l:' .. base_lid, 0, base_end - 1)) then
+    return {'stale'}
+  end
   if len == base_end then lid = base_lid end
 end
 if not lid then
-  lid = tostring(redis.call('HINCRBY', P .. 'n', 'lin', 1))
+  repeat  -- never a lineage id in use (`P n lin` may have been lost and restarted)
+    lid = tostring(redis.call('HINCRBY', P .. 'n', 'lin', 1))
+  until redis.call('EXISTS', P .. 'l:' .. lid, P .. 'u:' .. lid) == 0 and redis.call('HEXISTS', P .. 'g', lid) == 0
   redis.call('HSET', P .. 'g', lid, 0)
   charge(o, LINEAGE)
   if base_lid ~= '' and base_end > 0 then
@@ -257,23 +341,290 @@ return {'ok', n[1], n[2], evicted}
 
 DELETE = COMMON + r"""
 -- ARGV: P BLOCK SLOT LINEAGE | owner rid now
+-- {found (0, 1, or 2: stored but broken, removed now), entries, bytes, the kind of key missing when 2}
 local o, rid, now = ARGV[5], ARGV[6], tonumber(ARGV[7])
 purge(now)
-local found = 0
-if find(o, rid, now) then
-  remove(rid)
-  redis.call('HINCRBY', P .. 'n', 'deletions', 1)
-  found = 1
+local f, lost = find(o, rid, now)
+if not f and not lost then
+  local n = figures()
+  return {0, n[1], n[2]}
 end
+lost = lost or broken(o, f)
+remove(rid)
 local n = figures()
-return {found, n[1], n[2]}
+if lost then return {2, n[1], n[2], lost} end
+redis.call('HINCRBY', P .. 'n', 'deletions', 1)
+return {1, n[1], n[2]}
 """
 
 FIGURES = COMMON + r"""
--- ARGV: P BLOCK SLOT LINEAGE | now [owner]: the fleet's figures after dropping what expired
-purge(tonumber(ARGV[5]))
+-- ARGV: P BLOCK SLOT LINEAGE | now [owner]: the fleet's figures after dropping what expired (best-effort), and
+-- whether the figures hash exists at all
+purge_softly(tonumber(ARGV[5]))
 local n = redis.call('HMGET', P .. 'n', 'entries', 'bytes', 'writes', 'evictions', 'expirations', 'deletions')
 local owner = {0, 0}
 if ARGV[6] then owner = {redis.call('HGET', P .. 'oe', ARGV[6]) or 0, redis.call('HGET', P .. 'ob', ARGV[6]) or 0} end
-return {n[1] or 0, n[2] or 0, n[3] or 0, n[4] or 0, n[5] or 0, n[6] or 0, owner[1], owner[2]}
+return {n[1] or 0, n[2] or 0, n[3] or 0, n[4] or 0, n[5] or 0, n[6] or 0, owner[1], owner[2],
+        redis.call('EXISTS', P .. 'n')}
+"""
+
+EVICT = COMMON + r"""
+-- ARGV: P BLOCK SLOT LINEAGE | want most: Redis refused a PUT for memory; remove the fleet's least recently used
+-- entries until `want` bytes (as counted) are freed, at most `most` of them. {evicted, freed, entries, bytes}
+local want, most = tonumber(ARGV[5]), tonumber(ARGV[6])
+local before = figures()[2]
+local count = 0
+while count < most do
+  local oldest = redis.call('ZRANGE', P .. 'lru', 0, 0)
+  if #oldest == 0 then break end
+  remove(oldest[1])
+  count = count + 1
+  if before - figures()[2] >= want then break end
+end
+if count > 0 then redis.call('HINCRBY', P .. 'n', 'evictions', count) end
+local n = figures()
+return {count, before - n[2], n[1], n[2]}
+"""
+
+RECOUNT = COMMON + r"""
+-- ARGV: P BLOCK SLOT LINEAGE | most_named
+-- Rebuild everything derived from the entries that really exist: drop broken entries (a field, the lineage's
+-- length, a block or the envelope missing), then users sets, lineage lengths, generations of lineages in use,
+-- rc hashes, orphan blocks, per-owner bytes and entries, the fleet's entries, bytes, seq and lin, the lru, owner lru
+-- and expiry sets. Bounded by the keys under P (SCAN: the store's own bounds bound them).
+-- {entries, bytes, broken, orphan blocks, rid, kind, ... (the first `most_named` broken entries)}
+local most_named = tonumber(ARGV[5])
+local GLOB = (P:gsub('[%*%?%[%]\\]', '\\%0'))
+
+local function scan(pattern)
+  local seen, keys, cursor = {}, {}, '0'
+  repeat
+    local got = redis.call('SCAN', cursor, 'MATCH', GLOB .. pattern, 'COUNT', 1000)
+    cursor = got[1]
+    for _, key in ipairs(got[2]) do
+      if not seen[key] then
+        seen[key] = true
+        keys[#keys + 1] = key
+      end
+    end
+  until cursor == '0'
+  return keys
+end
+
+local function strip(key, part) return key:sub(#P + #part + 1) end
+
+-- the entries, and each lineage's owner and longest use
+local entries, order, lineages, lost = {}, {}, {}, {}
+local function lose(rid, kind)
+  lost[#lost + 1] = {rid, kind}
+  entries[rid] = nil
+end
+for _, key in ipairs(scan('e:*')) do
+  local rid = strip(key, 'e:')
+  local f = redis.pcall('HMGET', key, 'o', 'l', 'ie', 'oe', 'env', 'x', 'c', 'own')
+  if type(f) == 'table' and not f.err then
+    order[#order + 1] = rid
+    local whole = true
+    for i = 1, 8 do whole = whole and f[i] ~= false end
+    if not whole then
+      lose(rid, 'entry')
+    else
+      entries[rid] = {o = f[1], l = f[2], ie = tonumber(f[3]), oe = tonumber(f[4]), env = f[5], x = f[6],
+                      c = tonumber(f[7])}
+    end
+  end
+end
+for _, rid in ipairs(order) do
+  local e = entries[rid]
+  if e then
+    local lin = lineages[e.l]
+    if not lin then
+      lin = {o = e.o, top = 0}
+      lineages[e.l] = lin
+    end
+    if lin.o ~= e.o or e.ie > e.oe then
+      lose(rid, 'entry')
+    elseif e.oe > lin.top then
+      lin.top = e.oe
+    end
+  end
+end
+
+-- each lineage's first missing slot (its length, or a missing block); entries past it are broken
+local firstgap = {}
+for lid, lin in pairs(lineages) do
+  local digests = {}
+  if lin.top > 0 then digests = redis.call('LRANGE', P .. 'l:' .. lid, 0, lin.top - 1) end
+  local gap = #digests
+  for i = 1, #digests, 1000 do
+    local keys = {}
+    for j = i, math.min(i + 999, #digests) do keys[#keys + 1] = block_key(lin.o, digests[j]) end
+    if redis.call('EXISTS', unpack(keys)) ~= #keys then
+      for j = i, math.min(i + 999, #digests) do
+        if redis.call('EXISTS', block_key(lin.o, digests[j])) == 0 then
+          gap = j - 1
+          break
+        end
+      end
+      break
+    end
+  end
+  firstgap[lid] = gap
+  lin.digests = digests
+end
+local envelopes = {}
+for _, rid in ipairs(order) do
+  local e = entries[rid]
+  if e then
+    local ekey = block_key(e.o, e.env)
+    if envelopes[ekey] == nil then envelopes[ekey] = redis.call('EXISTS', ekey) == 1 end
+    if #lineages[e.l].digests < e.oe then
+      lose(rid, 'lineage')
+    elseif firstgap[e.l] < e.oe then
+      lose(rid, 'block')
+    elseif not envelopes[ekey] then
+      lose(rid, 'envelope')
+    end
+  end
+end
+for _, pair in ipairs(lost) do redis.call('DEL', P .. 'e:' .. pair[1]) end
+
+-- what the whole entries use
+local used, rc, owners = {}, {}, {}
+local function owner(o)
+  if not owners[o] then owners[o] = {bytes = 0, entries = 0} end
+  return owners[o]
+end
+local function ref(o, dg)
+  rc[o] = rc[o] or {}
+  rc[o][dg] = (rc[o][dg] or 0) + 1
+end
+local count = 0
+for _, rid in ipairs(order) do
+  local e = entries[rid]
+  if e then
+    count = count + 1
+    local lin = used[e.l]
+    if not lin then
+      lin = {o = e.o, top = 0, users = {}}
+      used[e.l] = lin
+    end
+    if e.oe > lin.top then lin.top = e.oe end
+    lin.users[#lin.users + 1] = {e.oe, rid}
+    ref(e.o, e.env)
+    local ow = owner(e.o)
+    ow.entries = ow.entries + 1
+    ow.bytes = ow.bytes + e.c
+  end
+end
+
+-- lineages: cut back to their longest use, drop the unused, rebuild users sets and generations
+local maxlin = 0
+for _, key in ipairs(scan('l:*')) do
+  local lid = strip(key, 'l:')
+  local lin = used[lid]
+  if not lin or lin.top == 0 then
+    redis.call('DEL', key)
+  elseif redis.call('LLEN', key) > lin.top then
+    redis.call('LTRIM', key, 0, lin.top - 1)
+  end
+  maxlin = math.max(maxlin, tonumber(lid) or 0)
+end
+for _, key in ipairs(scan('u:*')) do
+  redis.call('DEL', key)
+  maxlin = math.max(maxlin, tonumber(strip(key, 'u:')) or 0)
+end
+local gens = redis.call('HGETALL', P .. 'g')
+for i = 1, #gens, 2 do
+  if not used[gens[i]] then redis.call('HDEL', P .. 'g', gens[i]) end
+  maxlin = math.max(maxlin, tonumber(gens[i]) or 0)
+end
+local t = redis.call('TIME')
+local fresh = t[1] .. string.format('%06d', tonumber(t[2]))  -- a generation no continuation in flight holds
+for lid, lin in pairs(used) do
+  local ukey = P .. 'u:' .. lid
+  for i = 1, #lin.users, 1000 do
+    local args = {}
+    for j = i, math.min(i + 999, #lin.users) do
+      args[#args + 1] = lin.users[j][1]
+      args[#args + 1] = lin.users[j][2]
+    end
+    redis.call('ZADD', ukey, unpack(args))
+  end
+  redis.call('HSETNX', P .. 'g', lid, fresh)
+  local ow = owner(lin.o)
+  ow.bytes = ow.bytes + LINEAGE + SLOT * lin.top
+  for i = 1, lin.top do ref(lin.o, lineages[lid].digests[i]) end
+end
+
+-- refcounts and blocks: orphans deleted, the referenced ones charged
+for _, key in ipairs(scan('rc:*')) do redis.call('DEL', key) end
+for o, counts in pairs(rc) do
+  local args = {}
+  for dg, k in pairs(counts) do
+    args[#args + 1] = dg
+    args[#args + 1] = k
+    owner(o).bytes = owner(o).bytes + redis.call('STRLEN', block_key(o, dg)) + BLOCK
+    if #args == 2000 then
+      redis.call('HSET', P .. 'rc:' .. o, unpack(args))
+      args = {}
+    end
+  end
+  if #args > 0 then redis.call('HSET', P .. 'rc:' .. o, unpack(args)) end
+end
+local orphans = 0
+for _, key in ipairs(scan('b:*')) do
+  local o, dg = strip(key, 'b:'):match('^([^:]*):(.*)$')
+  if not (o and rc[o] and rc[o][dg]) then
+    redis.call('DEL', key)
+    orphans = orphans + 1
+  end
+end
+
+-- per-owner figures and the fleet's
+redis.call('DEL', P .. 'ob', P .. 'oe')
+local total = 0
+for o, ow in pairs(owners) do
+  redis.call('HSET', P .. 'ob', o, string.format('%d', ow.bytes))
+  if ow.entries > 0 then redis.call('HSET', P .. 'oe', o, ow.entries) end
+  total = total + ow.bytes
+end
+
+-- the lru, owner lru and expiry sets: members without a whole entry dropped, entries missing from them added
+local seq = 0
+local function prune(key, keep, sequenced)
+  local members = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  for i = 1, #members, 2 do
+    if keep(members[i]) then
+      if sequenced then seq = math.max(seq, tonumber(members[i + 1])) end
+    else
+      redis.call('ZREM', key, members[i])
+    end
+  end
+end
+prune(P .. 'lru', function(rid) return entries[rid] ~= nil end, true)
+for _, key in ipairs(scan('lru:*')) do
+  local o = strip(key, 'lru:')
+  prune(key, function(rid) return entries[rid] ~= nil and entries[rid].o == o end, true)
+end
+prune(P .. 'exp', function(rid) return entries[rid] ~= nil end)
+for rid, e in pairs(entries) do
+  local score = redis.call('ZSCORE', P .. 'lru', rid)
+  if not score then
+    score = 0
+    redis.call('ZADD', P .. 'lru', score, rid)
+  end
+  redis.call('ZADD', P .. 'lru:' .. e.o, 'NX', score, rid)
+  redis.call('ZADD', P .. 'exp', e.x, rid)
+end
+local n = redis.call('HMGET', P .. 'n', 'seq', 'lin')
+redis.call('HSET', P .. 'n', 'entries', count, 'bytes', string.format('%d', total),
+           'seq', string.format('%d', math.max(seq, tonumber(n[1]) or 0)),
+           'lin', string.format('%d', math.max(maxlin, tonumber(n[2]) or 0)))
+local out = {count, total, #lost, orphans}
+for i = 1, math.min(#lost, most_named) do
+  out[#out + 1] = lost[i][1]
+  out[#out + 1] = lost[i][2]
+end
+return out
 """

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from maya_server.config import ServerConfig, build_config
-from maya_server.errors import ConfigError, StoreUnavailableError
+from maya_server.errors import ConfigError, NotFoundError, StoreUnavailableError
 from maya_server.http.auth import owner_of
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store_open import shown_url
@@ -188,8 +188,10 @@ def test_a_redis_at_maxmemory_is_a_503_and_nothing_is_half_written():
         with pytest.raises(StoreUnavailableError):
             store.put("owner", response("r2", answer("m2", "z" * 5000)), [item("u2")])
         command(redis.url, "CONFIG", "SET", "maxmemory", "0")
-        after = store.stats()
-        assert (after["entries"], after["bytes"]) == (before["entries"], before["bytes"])
+        after = store.stats()  # refused again after Maya evicted its least recently used entry (r1) to make room
+        assert (before["entries"], after["entries"], after["bytes"], after["evictions"]) == (1, 0, 0, 1)
+        with pytest.raises(NotFoundError):
+            store.get("owner", "r2")
         store.put("owner", response("r2", answer("m2")), [item("u2")])
         assert store.get("owner", "r2")["id"] == "r2"
         store.close()
