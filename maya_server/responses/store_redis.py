@@ -113,6 +113,7 @@ class RedisStore:
     async def start(self) -> None:
         """Probe Redis every `probe_s` (drops what expired, refreshes the fleet's figures, notices recovery)."""
         self._probe = asyncio.ensure_future(every(self.probe_s, self.refresh, "response store probe"))
+        self.link.start(self.probe_s, self.settings.cache_bytes)  # the salt, Redis's config, refusals (redis_link.py)
 
     async def close(self) -> None:
         if self._probe is not None:
@@ -162,6 +163,8 @@ class RedisStore:
 
     async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None) -> list:
         found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
+        if found[0] == 0 and await self.link.follow_salt():  # the fleet's salt changed: read again under it
+            found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
         if found[0] == 0:
             self.counters.misses += 1
             raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}", param=param)
@@ -232,6 +235,7 @@ class RedisStore:
             "expirations": self.fleet["expirations"],  # only the scripts see an entry expire: the fleet's count
             "fleet": dict(self.fleet),
             "commands": f.commands, "command_seconds": f.command_seconds, "command_errors": f.command_errors,
+            "redis": self.link.report(),
         }
 
     async def ensure_available(self) -> None:
