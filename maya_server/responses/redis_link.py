@@ -158,11 +158,10 @@ class RedisLink:
             f.healthy = False
         return StoreUnavailableError(REFUSALS[reason], reason=reason)
 
-    def unavailable(self) -> StoreUnavailableError:
-        """The error that says why the store cannot be used now (the standing refusal's, else unreachable)."""
+    def unavailable(self, message: str = UNAVAILABLE_MESSAGE) -> StoreUnavailableError:
+        """The error that says why the store cannot be used now: the standing refusal's, else `message`."""
         reason = self.figures.refusal
-        return StoreUnavailableError(REFUSALS[reason], reason=reason) if reason else StoreUnavailableError(
-            UNAVAILABLE_MESSAGE)
+        return StoreUnavailableError(REFUSALS[reason], reason=reason) if reason else StoreUnavailableError(message)
 
     async def ping(self) -> None:
         """Whether the store can be used now: while a refusal stands, the write check (a PING answers through

@@ -204,3 +204,35 @@ def test_a_refusing_redis_is_a_named_503_everywhere_then_everything_works_again(
     assert caplog.text.count(f"refuses commands: {refusal.name.upper()}") == 1  # logged once, not per request
     assert "accepts writes again" in caplog.text
     assert "Remember the value" not in caplog.text
+
+
+def test_tasks_that_cannot_be_saved_or_started_while_redis_refuses_fail_naming_the_refusal(start_server, own_redis):
+    """One worker: the second task waits while the first generates; then Redis refuses writes. The first's save
+    is refused, and the second's start cannot be recorded within its lease: both fail with the named
+    `store_unavailable` (their terminal state written once Redis takes writes again); a task created after
+    completes."""
+    start, directory = own_redis
+    refusal = NoReplicas(start(), directory)
+    server = start_server(["tick " * 100, "later"], delay=0.01, store=refusal.maya_url(), store_prefix=unique_prefix(),
+                          job_lease_s=1.0, environ={"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"})
+    jobs = server.app.state.jobs
+    with server.http() as http:
+        first = create(http, background=True, input="Long").json()
+        second = create(http, background=True, input="Short").json()
+        assert wait_for(lambda: http.get(f"/v1/responses/{first['id']}").json()["status"] == "in_progress", BOUND_S)
+        refusal.apply()
+        try:
+            assert wait_for(lambda: server.on_loop(lambda: jobs.counters.finished.get("failed", 0)) == 2, BOUND_S)
+        finally:
+            refusal.lift()
+
+        def state(response_id: str) -> dict:
+            return http.get(f"/v1/responses/{response_id}").json()
+
+        for task in (first, second):
+            assert wait_for(lambda: state(task["id"])["status"] == "failed", BOUND_S), state(task["id"])
+            assert "min-replicas-to-write" in state(task["id"])["error"]["message"]
+            events = http.get(f"/v1/responses/{task['id']}?stream=true").text
+            assert '"code":"store_unavailable"' in events.replace(" ", "") and "NOREPLICAS" in events
+        third = create(http, background=True, input="After").json()
+        assert wait_for(lambda: state(third["id"])["status"] == "completed", BOUND_S), state(third["id"])
