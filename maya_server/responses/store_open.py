@@ -107,7 +107,8 @@ def check_eviction_policy(config) -> None:
     async def read() -> dict | None:
         client = _redis_client(config)
         try:
-            return await asyncio.wait_for(read_config(client), config.store_connect_timeout + config.store_command_timeout)
+            bound = config.store_connect_timeout + config.store_command_timeout
+            return await asyncio.wait_for(read_config(client), bound)
         finally:
             await client.aclose()
             await client.connection_pool.disconnect()

@@ -102,14 +102,20 @@ class Busy(Refusal):
         self.script.wait(timeout=BOUND_S)
 
 
+ACL = ("on", f">{PASSWORD}", "resetkeys", "~maya:*", "resetchannels", "-@all", "+@read", "+@write", "+@scripting",
+       "+@connection", "-@dangerous", "+config|get")
+"""The least a Maya with the default prefix needs, as docs/deployment.md gives it."""
+
+
 class NoPerm(Refusal):
-    """Maya connects as an ACL user; the refusal takes EVALSHA (every store and task script) away from it."""
+    """Maya connects as an ACL user with only what it needs (`ACL`); the refusal takes EVALSHA (every store and
+    task script) away from it."""
 
     name, named = "noperm", "ACL user"
 
     def __init__(self, redis: RedisServer, directory: Path) -> None:
         super().__init__(redis, directory)
-        self.admin("ACL", "SETUSER", "maya", "on", f">{PASSWORD}", "~*", "&*", "+@all")
+        self.admin("ACL", "SETUSER", "maya", *ACL)
 
     def maya_url(self) -> str:
         return f"redis://maya:{PASSWORD}@127.0.0.1:{self.redis.port}/0"
@@ -162,7 +168,7 @@ def test_a_refusing_redis_is_a_named_503_everywhere_then_everything_works_again(
                                                                                  caplog):
     start, directory = own_redis
     refusal = kind(start(), directory)
-    server = start_server(["First answer."] + ["ok"] * 20, store=refusal.maya_url(), store_prefix=unique_prefix())
+    server = start_server(["First answer."] + ["ok"] * 20, store=refusal.maya_url())  # the default prefix, maya:
     caplog.set_level(logging.WARNING)
     with server.http() as http:
         first = create(http, input="Remember the value 73").json()
@@ -186,7 +192,7 @@ def test_a_refusing_redis_is_a_named_503_everywhere_then_everything_works_again(
         finally:
             refusal.lift()
         assert wait_for(lambda: redis_section(server)["healthy"], BOUND_S), redis_section(server)
-        assert redis_section(server)["redis"]["refusal"] is None
+        assert redis_section(server)["redis"]["refusal"] is None and redis_section(server)["redis"]["warnings"] == []
         again = create(http, previous_response_id=first["id"], input="What value?")
         assert again.status_code == 200 and again.json()["status"] == "completed", again.text
         assert http.get(f"/v1/responses/{first['id']}").json()["output"] == first["output"]
@@ -236,3 +242,20 @@ def test_tasks_that_cannot_be_saved_or_started_while_redis_refuses_fail_naming_t
             assert '"code":"store_unavailable"' in events.replace(" ", "") and "NOREPLICAS" in events
         third = create(http, background=True, input="After").json()
         assert wait_for(lambda: state(third["id"])["status"] == "completed", BOUND_S), state(third["id"])
+
+
+def test_an_error_redis_does_not_name_as_a_refusal_stays_a_500_and_the_log_holds_no_prompt(start_server, own_redis,
+                                                                                             caplog):
+    """A key of the wrong type under Maya's prefix (WRONGTYPE inside the store's script): a bug, so a 500; its
+    traceback is logged, without the request's text."""
+    start, directory = own_redis
+    redis = start()
+    prefix = unique_prefix()
+    server = start_server(["ok"], store=redis.url, store_prefix=prefix)
+    command(redis.url, "SET", prefix + "n", "not a hash")
+    caplog.set_level(logging.WARNING)
+    with server.http() as http:
+        answer = create(http, input="the secret prompt 7f3a")
+    assert answer.status_code == 500 and answer.json()["error"]["type"] == "server_error"
+    assert "unhandled error: ResponseError" in caplog.text
+    assert "7f3a" not in caplog.text and "7f3a" not in answer.text
