@@ -12,8 +12,8 @@ primary (`MASTERDOWN`), `maxmemory` (`OOM`). Each is a 503 `store_unavailable` w
 with `reason` the code in lower case (`REFUSALS`); inside a Lua script Redis 7 keeps the code at the start of
 the message, and redis-py gives it as `status_code`. Any other Redis error is a bug and a 500. A refusal other
 than `oom` stands until a write gets through again (the watch's write check, or `ping`): meanwhile the link is
-not healthy, so a `store:true` request is refused before it is generated. `oom` is left to the store, which
-frees room itself.
+not healthy, so a `store:true` request is refused before it is generated. `oom` is left to the store (each
+write tries again; the store may free room by its own eviction).
 
 Owner scopes: keys in Redis hold `HMAC-SHA256(secret, owner)` (`owner` is already a hash of the API key,
 `http/auth.py`), never the credential. The secret is `--store-secret-file`'s content, the same on every
@@ -151,9 +151,9 @@ class RedisLink:
         f = self.figures
         f.command_errors += 1
         f.refusals += 1
-        if reason != "oom":  # the store frees room itself: no standing refusal for it
+        if reason != "oom":  # a full Redis is the store's to handle (its own eviction): no standing refusal
             if f.refusal != reason:
-                log.warning("the response store (Redis) refuses commands: %s", reason.upper())
+                log.warning("the response store (Redis) refuses commands: %s. %s", reason.upper(), REFUSALS[reason])
             f.refusal = reason
             f.healthy = False
         return StoreUnavailableError(REFUSALS[reason], reason=reason)
@@ -165,7 +165,7 @@ class RedisLink:
 
     async def ping(self) -> None:
         """Whether the store can be used now: while a refusal stands, the write check (a PING answers through
-        most refusals); else one PING."""
+        some refusals, NOREPLICAS and NOPERM on scripts among them); else one PING."""
         if self.figures.refusal is not None:
             await self.check_writes()
         else:

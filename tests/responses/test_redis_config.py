@@ -139,3 +139,12 @@ def test_a_warning_is_reported_once_when_it_appears_and_once_when_it_goes():
     assert view.update({"maxmemory": 0, "policy": "allkeys-lru"}, cache_bytes=1) == ({}, [])
     assert view.update({"maxmemory": 0, "policy": "noeviction"}, cache_bytes=1) == ({}, ["evicting_policy"])
     assert view.report()["warnings"] == []
+
+
+def test_require_noeviction_refuses_to_start_when_redis_cannot_be_reached():
+    from tests.redis_server import free_port
+
+    done = maya("--store", f"redis://127.0.0.1:{free_port()}/0", "--store-require-noeviction",
+                "--store-connect-timeout", "0.5")
+    assert done.returncode == 2, done.stderr
+    assert "cannot read the maxmemory-policy" in done.stderr and "Traceback" not in done.stderr
