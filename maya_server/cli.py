@@ -192,6 +192,9 @@ def _store_options(st: argparse._ArgumentGroup) -> None:
                          f"(default {_default('store_command_timeout')})")
     st.add_argument("--store-pool-size", dest="store_pool_size", metavar="N",
                     help=f"Redis connections per replica (default {_default('store_pool_size')})")
+    st.add_argument("--store-require-noeviction", dest="store_require_noeviction", action="store_const", const=True,
+                    help="refuse to start (exit 2) when Redis's maxmemory-policy may evict Maya's keys (allkeys-*) "
+                         "or cannot be read (default: a warning in the log and /v1/status)")
     st.add_argument("--job-lease-s", dest="job_lease_s", metavar="S",
                     help="with --store redis://…: seconds a replica's lease on a background task lasts unrenewed; "
                          f"past it another replica fails the task (default {_default('job_lease_s')})")
@@ -239,8 +242,10 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
         from .engine_setup import create_engine
 
         from .responses.settings import ResponsesSettings
+        from .responses.store_open import check_eviction_policy
 
         ResponsesSettings.from_environ(config.environ)  # refuse bad settings before loading a model
+        check_eviction_policy(config)  # --store-require-noeviction: Redis must keep Maya's keys
         engine = create_engine(config)
     except ConfigError as exc:
         print(f"{prog}: invalid configuration: {exc}", file=sys.stderr)

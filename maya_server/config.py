@@ -179,6 +179,9 @@ class ServerConfig:
     store_command_timeout: float = 1.0
     """Seconds one Redis command may take (waiting for a pooled connection included) before it is a 503."""
     store_pool_size: int = 32
+    store_require_noeviction: bool = False
+    """Refuse to start when Redis may evict Maya's keys (an `allkeys-*` maxmemory-policy, or one Maya cannot read):
+    `responses/redis_config.py`."""
     job_lease_s: float = 10.0
     """With a Redis store: seconds a replica's lease on a background task lasts unrenewed; past it another replica
     fails the task (`responses/jobs_redis.py`)."""
@@ -400,6 +403,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "store_connect_timeout": _positive_float,
     "store_command_timeout": _positive_float,
     "store_pool_size": _positive_int,
+    "store_require_noeviction": _flag,
     "job_lease_s": _positive_float,
 }
 ENV_NAMES = {name: f"MAYA_{name.upper()}" for name in PARSERS}

@@ -15,6 +15,7 @@ from typing import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
 from .jobs import JobManager
+from .redis_config import KINDS as REDIS_WARNING_KINDS
 from .store_interface import ResponseStoreBackend
 
 GAUGES = {
@@ -57,6 +58,8 @@ class StoreCollector:
                                       count_value=stats["commands"], sum_value=stats["command_seconds"])
             yield CounterMetricFamily(PREFIX + "command_errors", "Store commands that failed to connect or timed out",
                                       value=stats["command_errors"])
+        if "redis" in stats:
+            yield from _redis_metrics(stats["redis"])
         for name, text in GAUGES.items():
             yield GaugeMetricFamily(PREFIX + name, text, value=stats[name])
         yield GaugeMetricFamily(PREFIX + "limit_entries", "Configured response limit", value=stats["limits"]["entries"])
@@ -65,6 +68,28 @@ class StoreCollector:
             yield CounterMetricFamily(PREFIX + name, text, value=stats.get(name, 0))
         for name, (count, total, text) in TIMINGS.items():
             yield SummaryMetricFamily(PREFIX + name + "_seconds", text, count_value=stats[count], sum_value=stats[total])
+
+
+def _redis_metrics(redis: dict) -> Iterator[Metric]:
+    """What Redis's configuration and answers say (`redis_link.py`, `redis_config.py`): one series per warning
+    kind (1 while it holds), the standing refusal, the salt changes."""
+    warnings = GaugeMetricFamily(PREFIX + "redis_config_warnings", "1 while a warning about Redis's configuration "
+                                 "holds (evicting_policy, bytes_over_maxmemory, config_unreadable)", labels=["warning"])
+    held = {warning["kind"] for warning in redis["warnings"]}
+    for kind in REDIS_WARNING_KINDS:
+        warnings.add_metric([kind], int(kind in held))
+    yield warnings
+    refusing = GaugeMetricFamily(PREFIX + "redis_refusing", "1 while Redis refuses Maya's writes, by its error code",
+                                 labels=["reason"])
+    if redis["refusal"] is not None:
+        refusing.add_metric([redis["refusal"]], 1)
+    yield refusing
+    yield CounterMetricFamily(PREFIX + "redis_refusals", "Commands Redis refused (NOPERM, MISCONF, BUSY, OOM, ...)",
+                              value=redis["refusals"])
+    yield CounterMetricFamily(PREFIX + "salt_changes", "Times this replica adopted a scope salt another replica wrote "
+                              "(Redis flushed or restarted empty)", value=redis["salt_changes"])
+    yield CounterMetricFamily(PREFIX + "salt_restores", "Times this replica found the scope salt gone from Redis and "
+                              "wrote its own back", value=redis["salt_restores"])
 
 
 JOB_GAUGES = {

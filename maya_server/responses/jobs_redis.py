@@ -219,11 +219,11 @@ class RedisJobManager(JobManager):
     async def _claimed(self, job: Job) -> bool:
         """Generation starts only once Redis took `in_progress` from this replica: a task another replica failed
         meanwhile (its lease lapsed while it waited here) is not generated at all. Redis silent for a whole
-        lease: the task fails here too."""
+        lease: the task fails here too, with what Redis refused when it refused (`RedisLink.unavailable`)."""
         try:
             claimed = await asyncio.wait_for(job.log.confirmed(), self.lease_s)
         except asyncio.TimeoutError:
-            self._finish(job, "failed", job.assembler.fail(StoreUnavailableError(
+            self._finish(job, "failed", job.assembler.fail(self.link.unavailable(
                 "The response store (Redis) did not answer when this background response started.")))
             return False
         if not claimed:

@@ -85,11 +85,11 @@ class ResponseRecords:
         """This request's stored turn, its continued history chosen and pinned (see `StoredTurn` for who
         releases it). Every refusal of `previous_response_id` comes from here, before generation."""
         base, carried = None, []
+        if request.stored:  # a store that cannot take the answer refuses now, not after the generation
+            await self.store.ensure_available()
         if request.previous_response_id is not None:
             with self._explained(owner, request.previous_response_id):
                 base, carried = await self._continued(owner, request.previous_response_id)
-        elif request.stored:
-            await self.store.ensure_available()
         return StoredTurn(self.store, owner, request, base, carried, unstored=self.unstored)
 
     async def _continued(self, owner: str, response_id: str) -> tuple[StoredHistory | None, list[dict]]:

@@ -65,13 +65,22 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
     """The store `config.store` names (nothing is connected yet: a Redis store connects on its first command)."""
     if config.store == "memory":
         return MemoryStore(settings, clock=clock or time.monotonic)
+    from .redis_link import RedisLink
+    from .store_redis import RedisStore
+
+    link = RedisLink(_redis_client(config), prefix=config.store_prefix,
+                     secret=read_secret("store_secret_file", config.store_secret_file),
+                     command_timeout=config.store_command_timeout, shown_url=shown_url(config.store))
+    link.require_noeviction = config.store_require_noeviction
+    return RedisStore(link, settings, clock=clock or time.time)
+
+
+def _redis_client(config):
+    """The store's client on its connection pool (nothing connected yet)."""
     from redis.asyncio import BlockingConnectionPool, Redis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
-
-    from .redis_link import RedisLink
-    from .store_redis import RedisStore
 
     options = _password_option(config)
     pool = BlockingConnectionPool.from_url(
@@ -80,10 +89,42 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
         retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)), client_name="maya", **options,
     )  # one retry on a broken connection: after Redis restarts, each pooled connection fails once on its next use;
     # the command timeout still bounds the whole call (`RedisStore._command`)
-    link = RedisLink(Redis(connection_pool=pool), prefix=config.store_prefix,
-                     secret=read_secret("store_secret_file", config.store_secret_file),
-                     command_timeout=config.store_command_timeout, shown_url=shown_url(config.store))
-    return RedisStore(link, settings, clock=clock or time.time)
+    return Redis(connection_pool=pool)
+
+
+def check_eviction_policy(config) -> None:
+    """`--store-require-noeviction`, at start-up: a ConfigError (exit 2) naming the fix when Redis may evict
+    Maya's keys, or when Maya cannot tell (Redis unreachable, or `CONFIG GET` refused): the flag promises that a
+    running Maya saw a policy that keeps its keys. Without the flag, or with the memory store, nothing."""
+    if config.store == "memory" or not config.store_require_noeviction:
+        return
+    import asyncio
+
+    from redis.exceptions import RedisError
+
+    from .redis_config import evicts_maya_keys, policy_problem, read_config
+
+    async def read() -> dict | None:
+        client = _redis_client(config)
+        try:
+            bound = config.store_connect_timeout + config.store_command_timeout
+            return await asyncio.wait_for(read_config(client), bound)
+        finally:
+            await client.aclose()
+            await client.connection_pool.disconnect()
+
+    name, where = "store_require_noeviction", shown_url(config.store)
+    try:
+        got = asyncio.run(read())
+    except (RedisError, OSError, asyncio.TimeoutError) as error:
+        raise ConfigError(name, f"cannot read the maxmemory-policy of Redis at {where} ({type(error).__name__}); "
+                                "start Redis first, or leave out --store-require-noeviction") from None
+    if got is None:
+        raise ConfigError(name, f"Redis at {where} refuses CONFIG GET, so Maya cannot check its maxmemory-policy; "
+                                "allow the ACL user +config|get, or leave out --store-require-noeviction")
+    if evicts_maya_keys(got["policy"]):
+        raise ConfigError(name, f"{policy_problem(got['policy'])} (Redis at {where}); or leave out "
+                                "--store-require-noeviction")
 
 
 def _password_option(config) -> dict:

@@ -162,6 +162,7 @@ class RedisStore:
     async def start(self) -> None:
         """Probe Redis every `probe_s` (drops what expired, refreshes the fleet's figures, notices recovery)."""
         self._probe = asyncio.ensure_future(every(self.probe_s, self.refresh, "response store probe"))
+        self.link.start(self.probe_s, self.settings.cache_bytes)  # the salt, Redis's config, refusals (redis_link.py)
 
     async def close(self) -> None:
         if self._probe is not None:
@@ -252,6 +253,8 @@ class RedisStore:
 
     async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None) -> list:
         found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
+        if found[0] == 0 and await self.link.follow_salt():  # the fleet's salt changed: read again under it
+            found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
         if found[0] == 2:
             raise self._lose(response_id, found[1].decode(), param)
         if found[0] == 0:
@@ -372,6 +375,7 @@ class RedisStore:
             "lost": self.lost, "recounts": self.recounts,
             "fleet": dict(self.fleet),
             "commands": f.commands, "command_seconds": f.command_seconds, "command_errors": f.command_errors,
+            "redis": self.link.report(),
         }
 
     async def ensure_available(self) -> None:
