@@ -39,7 +39,7 @@ from ..errors import NotFoundError, StoreUnavailableError
 from . import store_redis_lua as lua
 from .redis_link import SCOPE_HEX, RedisLink, every
 from .settings import ResponsesSettings
-from .store import NOT_STORED_HINT, StoreCounters, _too_large, no_room, reserve_assembly
+from .store import StoreCounters, not_found, _too_large, no_room, reserve_assembly
 from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
 BLOCK_OVERHEAD = 80
@@ -164,7 +164,7 @@ class RedisStore:
         found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
         if found[0] == 0:
             self.counters.misses += 1
-            raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}", param=param)
+            raise not_found(response_id, "in the shared Redis store", param)
         self.counters.hits += 1
         return found
 
@@ -213,7 +213,7 @@ class RedisStore:
         self.fleet.update(entries=int(found[1]), bytes=int(found[2]))
         if found[0] == 0:
             self.counters.misses += 1
-            raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}")
+            raise not_found(response_id, "in the shared Redis store")
         self.counters.hits += 1
         self.counters.deletions += 1
 
