@@ -23,7 +23,8 @@ def error_of(answer, status: int = 404) -> dict:
 def test_an_unknown_long_id_is_quoted_cut_short_everywhere(start_server, backend):
     server = over_backends(start_server, backend)(["ok"])
     with server.http() as http:
-        error = error_of(http.post("/v1/responses", json={"model": "m", "input": "hi", "previous_response_id": LONG_ID}))
+        continued = {"model": "m", "input": "hi", "previous_response_id": LONG_ID}
+        error = error_of(http.post("/v1/responses", json=continued))
         assert error["param"] == "previous_response_id" and error["code"] == "not_found"
         assert f"'{LONG_ID[:ECHOED_CHARS]}…'" in error["message"]
         for answer in (http.get(f"/v1/responses/{PATH_ID}"), http.get(f"/v1/responses/{PATH_ID}/input_items"),
