@@ -28,6 +28,8 @@ Inputs = dict
 
 @dataclass(frozen=True)
 class Departure:
+    """One deliberate difference: where it applies, why, and how the template's inputs say it (module docstring)."""
+
     families: tuple[str, ...]
     conversations: tuple[str, ...]
     """The battery conversations (`battery.BATTERY`) it shows in."""
@@ -73,13 +75,14 @@ def _without_strict(inputs: Inputs, conversation: Conversation) -> Inputs:
 
 
 def _effort(levels: dict[str, str]) -> Callable[[Inputs, Conversation], Inputs]:
-    """The effort Maya writes (`levels`: the client's effort -> the template's) where it departs."""
+    """The template's `reasoning_effort` as `levels` maps the client's (efforts not in it as given): the level
+    Maya writes, or the one the template is known to write."""
 
-    def decide(inputs: Inputs, conversation: Conversation) -> Inputs:
+    def change(inputs: Inputs, conversation: Conversation) -> Inputs:
         effort = conversation.reasoning_effort
         return {**inputs, "reasoning_effort": levels[effort]} if effort in levels else inputs
 
-    return decide
+    return change
 
 
 DEPARTURES: dict[str, Departure] = {
