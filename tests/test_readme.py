@@ -92,3 +92,18 @@ def test_every_responses_setting_has_a_row_with_its_default():
         if written.endswith(" MiB"):
             written = str(int(written.removesuffix(" MiB")) * 1024 * 1024)
         assert written == str(row.default), suffix
+
+
+FENCED = re.compile(r"^```([^\n]*)\n(.*?)^```$", re.M | re.S)
+GENERATES = re.compile(r"\.create\(|Runner\.run|ChatOpenAI\(|generateText\(|streamText\("
+                       r"|curl [^\n]*/v1/(responses|chat)")
+"""A call that has the model write: an SDK's create, an agent run, a LangChain model, the AI SDK, a curl."""
+LIMITS = ("max_output_tokens", "max_tokens", "maxOutputTokens")
+
+
+@pytest.mark.parametrize("name", [n for n in DOCUMENTS if not n.startswith(PENDING)])
+def test_every_example_that_generates_sets_an_output_limit(name):
+    """A copied example runs on the reader's model: without a limit the shipped one writes for minutes."""
+    for info, code in FENCED.findall((ROOT / name).read_text()):
+        if GENERATES.search(code):
+            assert any(limit in code for limit in LIMITS), f"{name}: a ```{info} example sets no limit:\n{code}"

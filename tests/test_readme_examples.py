@@ -26,6 +26,9 @@ README = ROOT / "README.md"
 README_URL = "http://127.0.0.1:8080"
 FENCE = re.compile(r"^```([^\n]*)\n(.*?)^```$", re.M | re.S)
 RUN = {"sh", "python"}
+COPYABLE_LIMIT = 256
+"""The most tokens a README example may let the model write: on the shipped model an example without a limit
+generated for minutes."""
 EXEMPT = {
     "make": "the two commands themselves (`make serve`, `make test`)",
     "your-model": "needs a GGUF of your own",
@@ -58,6 +61,12 @@ def local(code: str, server: RunningServer) -> str:
     return code.replace(README_URL, server.url)
 
 
+def limits_since(server: RunningServer, before: int) -> list[int]:
+    """The output limit of each generation since the engine had `before` (the room left in the context when
+    the request set none)."""
+    return [params.max_tokens for params in list(server.engine.params)[before:]]
+
+
 def test_the_readme_has_runnable_examples_of_both_kinds():
     assert len(SHELL) >= 2 and len(PYTHON) >= 4
     assert all(README_URL in code for code in SHELL)
@@ -73,6 +82,7 @@ def test_every_block_not_run_says_why():
 
 @pytest.mark.parametrize("index", range(len(SHELL)))
 def test_the_shell_example_runs(maya, index):
+    before = len(maya.engine.params)
     result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", local(SHELL[index], maya)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -81,6 +91,7 @@ def test_the_shell_example_runs(maya, index):
     text = (answer["choices"][0]["message"]["content"] if answer["object"] == "chat.completion"
             else answer["output"][0]["content"][0]["text"])
     assert text == "The capital of France is Paris."
+    assert 0 < max(limits_since(maya, before)) <= COPYABLE_LIMIT, SHELL[index]
 
 
 def test_the_python_examples_run_in_order(maya):
@@ -89,6 +100,8 @@ def test_the_python_examples_run_in_order(maya):
     namespace: dict = {"__name__": "readme"}
     for code in PYTHON:
         printed = io.StringIO()
+        before = len(maya.engine.params)
         with contextlib.redirect_stdout(printed):
             exec(compile(local(code, maya), str(README), "exec"), namespace)
         assert "The capital of France is Paris." in printed.getvalue(), code
+        assert 0 < max(limits_since(maya, before)) <= COPYABLE_LIMIT, code

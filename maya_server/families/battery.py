@@ -1,20 +1,23 @@
 """The fixed conversations a family renderer is checked with against a model's own chat template.
 
-Each one exercises something a template release has changed before: the system
-turn, tool declarations, a call and its result, parallel results answered out
-of order (GLM-5.3 sorts them), reasoning in earlier turns (replayed or not), and
-every reasoning effort. `template_messages` turns a conversation into the
-OpenAI-style message dicts a Jinja chat template reads, as transformers and
-vLLM hand them over (tool-call arguments parsed into objects, reasoning as
-`reasoning_content`). Text only: an image is a media segment in Maya's prompt,
-which no template renders the same way.
+Each one exercises something a template release has changed before, or could: the
+system turn, a developer message, tool declarations (one of them `strict`), a call
+and its result, parallel results answered out of order (GLM-5.3 sorts them; two
+turns of two calls, one run reversed), reasoning in earlier turns (replayed or
+not), a message of several content parts, an image, and every reasoning effort.
+`template_messages` turns a conversation into the OpenAI-style message dicts a
+Jinja chat template reads, as transformers and vLLM hand them over (tool-call
+arguments parsed into objects, reasoning as `reasoning_content`, a message of
+one text part as a string, else its parts as a list, a tool's `strict` kept).
+An image is a media segment in Maya's prompt: the check compares it as the
+family's image token (`conformance`).
 """
 
 from __future__ import annotations
 
 import json
 
-from ..neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec
+from ..neutral.conversation import Conversation, ImagePart, Message, TextPart, ToolCall, ToolResult, ToolSpec
 from .history import call_arguments
 
 WEATHER = ToolSpec(
@@ -28,6 +31,13 @@ WEATHER = ToolSpec(
 )
 CLOCK = ToolSpec(name="now", description="The current time.", parameters={"type": "object", "properties": {}})
 TOOLS = (WEATHER, CLOCK)
+STRICT = ToolSpec(name="add", description="The sum of two numbers.", strict=True, parameters={
+    "type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"],
+    "additionalProperties": False,
+})
+PIXEL = ("data:image/png;base64,"
+         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==")
+"""A 1×1 PNG: the image's bytes never reach a template, only its place."""
 
 
 def _user(text: str) -> Message:
@@ -45,6 +55,7 @@ def _result(call_id: str, text: str) -> ToolResult:
 _PARIS = ToolCall("call_1", "get_weather", json.dumps({"city": "Paris", "days": 2}))
 _ROME = ToolCall("call_2", "get_weather", json.dumps({"city": "Rome"}))
 _NOW = ToolCall("call_3", "now", "{}")
+_BERLIN = ToolCall("call_4", "get_weather", json.dumps({"city": "Berlin"}))
 
 _HISTORY = (
     _user("What is 2+2?"),
@@ -67,6 +78,22 @@ BATTERY: dict[str, Conversation] = {
         _result("call_1", "Sunny"),
         _result("call_2", "Rain"),
     ), tools=TOOLS),
+    "two_calls_twice": Conversation((
+        _user("Paris and Rome, then Berlin and the time?"),
+        _assistant("", reasoning="Two calls.", calls=(_PARIS, _ROME)),
+        _result("call_2", "Rain"),
+        _result("call_1", "Sunny"),
+        _assistant("", reasoning="Two more.", calls=(_BERLIN, _NOW)),
+        _result("call_4", "Cloudy"),
+        _result("call_3", "12:00"),
+    ), tools=TOOLS),
+    "strict_tool": Conversation((_user("What is 2+3?"),), tools=(STRICT, CLOCK)),
+    "developer": Conversation((Message("developer", (TextPart("Answer in French."),)), _user("Hi there"))),
+    "content_parts": Conversation((
+        Message("system", (TextPart("You are terse. "), TextPart("Answer in one line."))),
+        Message("user", (TextPart("First part. "), TextPart("Second part."))),
+    )),
+    "image": Conversation((Message("user", (TextPart("What is in "), ImagePart(PIXEL), TextPart(" this image?"))),)),
     "reasoning_history": Conversation(_HISTORY),
     **{f"effort_{effort}": Conversation(_HISTORY, reasoning_effort=effort)
        for effort in ("none", "minimal", "low", "medium", "high", "xhigh")},
@@ -74,13 +101,13 @@ BATTERY: dict[str, Conversation] = {
 
 
 def template_messages(conversation: Conversation) -> list[dict]:
-    """The conversation as a chat template's `messages` (developer messages as system, as Maya renders them)."""
+    """The conversation as a chat template's `messages`, as the client sent it (a developer message as one)."""
     messages = []
     for turn in conversation.turns:
         if isinstance(turn, ToolResult):
             messages.append({"role": "tool", "tool_call_id": turn.call_id, "content": turn.text})
             continue
-        message: dict = {"role": "system" if turn.role == "developer" else turn.role, "content": turn.text}
+        message: dict = {"role": turn.role, "content": _content(turn.content)}
         if turn.reasoning is not None:
             message["reasoning_content"] = turn.reasoning
         if turn.tool_calls:
@@ -93,7 +120,18 @@ def template_messages(conversation: Conversation) -> list[dict]:
     return messages
 
 
+def _content(parts: tuple) -> str | list[dict]:
+    """One text part as a string (or none as ""), else the OpenAI content parts."""
+    if not parts:
+        return ""
+    if len(parts) == 1 and isinstance(parts[0], TextPart):
+        return parts[0].text
+    return [{"type": "text", "text": part.text} if isinstance(part, TextPart)
+            else {"type": "image_url", "image_url": {"url": part.url}} for part in parts]
+
+
 def template_tools(conversation: Conversation) -> list[dict] | None:
-    tools = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+    tools = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters,
+                                               **({"strict": True} if t.strict else {})}}
              for t in conversation.tools]
     return tools or None

@@ -13,10 +13,22 @@ conversation, the first differing token and the family variant chosen
 (`TemplateCheck`); `--template-check` decides whether that warns (default),
 stops start-up, or is not looked at.
 
-The template receives what the family decided from the request: for efforts,
-the level the family writes (`template_kwargs`). Where that is a deliberate
-departure from what the template would do with the client's raw value, it is
-listed once in `DEPARTURES` with its reason.
+The template receives what the client sent: its messages (a developer message as
+a developer message, content parts and images as parts, a tool's `strict`) and
+its reasoning effort in the template's own terms (`template_kwargs`). Where Maya
+deliberately writes something else, the departure is listed once in
+`departures.DEPARTURES` with its reason and the conversations it shows in; for
+those, the template is rendered again with what Maya decided, which must then
+match (the rest of the prompt is still checked), and the departure is reported
+as seen. A listed departure that no longer differs is simply a match.
+
+Images: a media segment in Maya's prompt has no ids of its own (the engine puts
+the image there), so it is compared as the family's image token.
+
+jinja2 rather than llama-server's own template engine is the reference: that
+engine replays earlier turns' reasoning where jinja2 does not (GLM-5.2), and
+Maya renders prompts itself, as transformers and vLLM render them, so that quirk
+never reaches a model served by Maya.
 """
 
 from __future__ import annotations
@@ -32,33 +44,25 @@ import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from ..model.tokenizer import Tokenizer
+from ..model.tokenizer import Prompt, Tokenizer
 from ..neutral.conversation import Conversation
 from .base import Family
 from .battery import BATTERY, template_messages, template_tools
-from .glm import EFFORT_53
+from .departures import DEPARTURES, applied, departures_of
 from .history import thinking_enabled
-
-DEPARTURES: dict[str, str] = {
-    "glm-5.2 effort": "efforts minimal/low/medium/high are written as `Reasoning Effort: High`; the template writes "
-                      "High only for `high` and Max for anything else. A client asking for less thinking gets the "
-                      "least the model knows, not the most (the template is given reasoning_effort='high').",
-    "glm-5.3 effort none": "GLM-5.3 cannot stop thinking: `none` is written as `Low`, its lowest level, and the "
-                           "reasoning still comes back as reasoning (the template is given reasoning_effort='low').",
-    "llama-server's jinja": "llama-server's own template engine replays earlier turns' reasoning where jinja2 does "
-                            "not (GLM-5.2); Maya renders prompts itself and checks against jinja2, as transformers "
-                            "and vLLM render them, so that quirk never reaches a model served by Maya.",
-}
-"""Known, deliberate differences from the raw template, each with its reason: named once, here."""
 
 KNOWN_TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
     "7bd4fbdf0c06cd7398ddb6913de6e4a5839b9d06569e74e5b2ec246b375ca9c9": (
         "llama.cpp's deepseek-ai-DeepSeek-V4.jinja (0.3.36)",
-        dict.fromkeys(("tool_call_and_result", "results_out_of_order", "effort_xhigh"),
-                      "DeepSeek ships V4's prompt format as Python (encoding_dsv4.py), no template; GGUFs carry "
-                      "llama.cpp's own, which differs from DeepSeek's encoder (no blank line before the tools when "
-                      "there is no system message, no `Reasoning Effort: Absolute maximum` line for xhigh). Maya "
-                      "follows DeepSeek's encoder, which its golden tests check"),
+        {**dict.fromkeys(("tool_call_and_result", "results_out_of_order", "two_calls_twice", "strict_tool",
+                          "effort_xhigh"),
+                         "DeepSeek ships V4's prompt format as Python (encoding_dsv4.py), no template; GGUFs carry "
+                         "llama.cpp's own, which differs from DeepSeek's encoder (no blank line before the tools "
+                         "when there is no system message, no `Reasoning Effort: Absolute maximum` line for xhigh). "
+                         "Maya follows DeepSeek's encoder, which its golden tests check"),
+         **dict.fromkeys(("content_parts", "image"),
+                         "llama.cpp's template reads a message's content only as a string (llama-server joins the "
+                         "parts before rendering), and V4's text encoder has no image syntax")},
     ),
 }
 """Templates that are not the release's own, by sha256: their name and the battery conversations in which they
@@ -73,16 +77,17 @@ SKIPPED: dict[str, str] = {
 
 def _glm_kwargs(conversation: Conversation, variant: str) -> dict:
     effort = conversation.reasoning_effort
-    if variant == "glm-5.3":
-        return {"reasoning_effort": EFFORT_53[effort].lower()}
+    if variant == "glm-5.3":  # it has no off switch: `none` is handed over as the client sent it
+        return {} if effort is None else {"reasoning_effort": effort}
     kwargs: dict = {} if thinking_enabled(conversation) else {"enable_thinking": False}
-    if variant == "glm-5.2" and effort not in (None, "none", "xhigh"):
-        kwargs["reasoning_effort"] = "high"
+    if variant == "glm-5.2" and effort not in (None, "none"):
+        kwargs["reasoning_effort"] = effort
     return kwargs
 
 
 def template_kwargs(family_name: str, conversation: Conversation) -> dict:
-    """What a template is given beside messages and tools for `conversation`, as the family decided it."""
+    """What a template is given beside messages and tools for `conversation`: the client's reasoning effort in the
+    template's terms (`none` as the off switch where the template has one)."""
     if family_name.startswith("glm"):
         return _glm_kwargs(conversation, family_name)
     if family_name == "deepseek-v4":
@@ -112,11 +117,24 @@ def compile_template(template: str) -> jinja2.Template:
     return _environment().from_string(template)
 
 
-def render_with_template(compiled: jinja2.Template, family_name: str, conversation: Conversation) -> str:
-    """The prompt text the chat template writes for `conversation` (a generation prompt included)."""
-    return compiled.render(messages=template_messages(conversation), tools=template_tools(conversation),
-                           add_generation_prompt=True, **{"bos_token": "", "eos_token": "",
-                                                          **template_kwargs(family_name, conversation)})
+def render_with_template(compiled: jinja2.Template, family_name: str, conversation: Conversation,
+                         departures: tuple[str, ...] = (), *, decided: bool = True) -> str:
+    """The prompt text the chat template writes for `conversation` (a generation prompt included): as the client
+    sent it, or with the `departures` (names in `DEPARTURES`) applied: as Maya decided it, or (`decided=False`)
+    as the template is known to treat the client's values."""
+    inputs = {"messages": template_messages(conversation), "tools": template_tools(conversation),
+              **template_kwargs(family_name, conversation)}
+    inputs = applied(inputs, conversation, departures, decided=decided)
+    return compiled.render(add_generation_prompt=True, **{"bos_token": "", "eos_token": "", **inputs})
+
+
+def prompt_ids(prompt: Prompt, tokenizer: Tokenizer) -> list[int]:
+    """The prompt's ids with each image's place filled by the family's image token, as a template writes it."""
+    ids, places = prompt.tokenize(tokenizer)
+    tokens = [tokenizer.encode(segment.text, special=True) for segment in prompt.segments if segment.media]
+    for place, token in reversed(list(zip(places, tokens))):
+        ids[place:place] = token
+    return ids
 
 
 @dataclass(frozen=True)
@@ -187,29 +205,44 @@ def check_template(
     if base in SKIPPED or family_name in SKIPPED:
         return TemplateCheck("skipped", family_name, detail=SKIPPED.get(family_name) or SKIPPED[base])
     started = clock()
-    departures = tuple(name for name in DEPARTURES if name.startswith(family_name + " "))
+    departures: tuple[str, ...] = ()
     known, expected_differences = KNOWN_TEMPLATES.get(hashlib.sha256(template.encode()).hexdigest(), ("", {}))
-    if known:
-        departures += (f"{known}: {', '.join(expected_differences)} not compared",)
+    notes = (f"{known}: {', '.join(expected_differences)} not compared",) if known else ()
     mismatches = []
     try:
         compiled = compile_template(template)
     except jinja2.exceptions.TemplateError as exc:
         return TemplateCheck("error", family_name, detail=f"the template does not compile: {exc}",
-                             elapsed_ms=(clock() - started) * 1000, departures=departures)
+                             elapsed_ms=(clock() - started) * 1000, departures=notes)
     compared = {name: c for name, c in BATTERY.items() if name not in expected_differences}
     for name, conversation in compared.items():
+        listed = departures_of(family_name, name)
         try:
+            ours = prompt_ids(family.render(conversation), tokenizer)
             expected = tokenizer.encode(render_with_template(compiled, family_name, conversation), special=True)
+            if ours != expected and listed and _departs_as_listed(compiled, family_name, conversation, listed,
+                                                                  ours, expected, tokenizer):
+                departures += tuple(d for d in listed if d not in departures)
+                continue
         except Exception as exc:  # a template can fail in many ways (syntax, raise_exception, sandbox): report it
             return TemplateCheck("error", family_name, len(compared), detail=f"{name}: {type(exc).__name__}: {exc}",
-                                 elapsed_ms=(clock() - started) * 1000, departures=departures)
-        ours = family.render(conversation).token_ids(tokenizer)
+                                 elapsed_ms=(clock() - started) * 1000, departures=departures + notes)
         if ours != expected:
             mismatches.append(_first_difference(name, ours, expected, tokenizer))
     result = "mismatch" if mismatches else "match"
     return TemplateCheck(result, family_name, len(compared), tuple(mismatches),
-                         elapsed_ms=(clock() - started) * 1000, departures=departures)
+                         elapsed_ms=(clock() - started) * 1000, departures=departures + notes)
+
+
+def _departs_as_listed(compiled: jinja2.Template, family_name: str, conversation: Conversation,
+                       listed: tuple[str, ...], ours: list[int], expected: list[int], tokenizer: Tokenizer) -> bool:
+    """Whether the template treats the client's values as the departures record (`expected` is its prompt for
+    them) and Maya's prompt is the template's given what Maya decided."""
+    def ids(decided: bool) -> list[int]:
+        text = render_with_template(compiled, family_name, conversation, listed, decided=decided)
+        return tokenizer.encode(text, special=True)
+
+    return expected == ids(decided=False) and ours == ids(decided=True)
 
 
 def _first_difference(name: str, ours: list[int], expected: list[int], tokenizer: Tokenizer) -> Mismatch:

@@ -34,8 +34,9 @@ GLM-5.2 also states an effort: `xhigh` or no effort → `Max` (its default),
 `minimal`/`low`/`medium`/`high` → `High`. Its template writes `High` only for
 `high` and `Max` for anything else, `low` included; Maya maps every effort
 below `xhigh` to `High`, the least thinking the model knows, because a client
-that asks for less thinking should not get the most (`DEPARTURES` in
-`conformance.py` lists this once).
+that asks for less thinking should not get the most (`departures.py` lists
+this once, as it lists GLM-5.3's `none`, `minimal` and `medium` and the
+developer message, which the templates drop and Maya writes as system).
 GLM-5.3 (`EFFORT_53`): `none`/`minimal`/`low` → `Low`, `medium`/`high` →
 `High`, `xhigh` or no effort → `Max` (its default). `none` maps to the lowest
 level rather than being refused because the model cannot stop thinking and

@@ -34,6 +34,7 @@ from .request_items import (
 from .request_tools import FunctionToolChoice
 from ..structured.formats import json_instructions
 from ..util.wire import path
+from ..util.echoed import echoed
 
 Prefix = Union[tuple, None]
 """Where an item sits in the request (`("input", 3)`), or None for an item of the stored history."""
@@ -128,7 +129,7 @@ class _TurnBuilder:
     def _call(self, item: FunctionCallItem, prefix: Prefix) -> None:
         if item.call_id in self.call_ids:
             raise InvalidRequestError(
-                f"Duplicate function call id {item.call_id!r}: each call needs a unique call_id.",
+                f"Duplicate function call id {echoed(item.call_id)!r}: each call needs a unique call_id.",
                 param=_param(prefix, "call_id"),
             )
         self.call_ids.add(item.call_id)
@@ -161,12 +162,13 @@ class _TurnBuilder:
             raise _orphan_output(item, prefix, seen=item.call_id in self.call_ids)
         if item.call_id in self.results:
             raise InvalidRequestError(
-                f"Duplicate function call output for call_id {item.call_id!r}.", param=_param(prefix, "call_id")
+                f"Duplicate function call output for call_id {echoed(item.call_id)!r}.", param=_param(prefix, "call_id")
             )
         call = entry[0]
         if item.name is not None and item.name != call.name:
             raise InvalidRequestError(
-                f"The output for call_id {item.call_id!r} names {item.name!r}, but the call was to {call.name!r}.",
+                f"The output for call_id {echoed(item.call_id)!r} names {echoed(item.name)!r}, "
+                f"but the call was to {call.name!r}.",
                 param=_param(prefix, "name"),
             )
         content = _output_parts(item, prefix)
@@ -222,6 +224,6 @@ def _missing_output(call: ToolCall, prefix: Prefix) -> InvalidRequestError:
 def _orphan_output(item: FunctionCallOutputItem, prefix: Prefix, *, seen: bool) -> InvalidRequestError:
     where = "does not directly follow its call's group" if seen else "has no matching function_call"
     return InvalidRequestError(
-        f"No tool call found for function call output with call_id {item.call_id}: the output {where}.",
+        f"No tool call found for function call output with call_id {echoed(item.call_id)}: the output {where}.",
         param=_param(prefix, "call_id"),
     )

@@ -39,6 +39,7 @@ from .request import ResponsesRequest
 from .store_interface import ResponseStoreBackend, StoredHistory
 from .stored_turn import StoredTurn
 from .unstored import UnstoredResponses
+from ..util.echoed import echoed
 
 
 class ResponseRecords:
@@ -172,4 +173,4 @@ def _position_after(items: list[tuple[str, bytes]], item_id: str) -> int:
     for i, (candidate, _) in enumerate(items):
         if candidate == item_id:
             return i + 1
-    raise InvalidRequestError(f"No item with id '{item_id}' in this response's input.", param="after")
+    raise InvalidRequestError(f"No item with id '{echoed(item_id)}' in this response's input.", param="after")

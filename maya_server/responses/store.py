@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
+from ..util.echoed import echoed
 from .settings import ResponsesSettings
 from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
@@ -137,12 +138,25 @@ class StoreCounters:
     assemblies: int = 0
 
 
-NOT_STORED_HINT = (
-    "Only responses created with \"store\": true are kept (omitting store means false), in this server's memory, "
-    "for a limited time; send the whole history in 'input' instead, or store the earlier turn "
-    "(openai-agents: ModelSettings(store=True))."
-)
-"""Why an id may be unknown: the commonest cause is a turn that was never stored."""
+MEMORY = "in this server's memory"
+"""Where the memory store keeps responses, as its 404 says it."""
+
+
+def not_stored_hint(kept: str) -> str:
+    """Why an id may be unknown: the commonest cause is a turn that was never stored. Maya's default `store` is
+    false where OpenAI's is true, so a client that continues with `previous_response_id` without asking to store
+    its turns gets this 404 on turn 2; it names the fix of each client known to do so. `kept` says where this
+    store keeps them (the memory store and the Redis store word it each their own)."""
+    return (
+        f"Only responses created with \"store\": true are kept (omitting store means false), {kept}, "
+        "for a limited time; send the whole history in 'input' instead, or store the earlier turn "
+        "(openai-agents: ModelSettings(store=True); LangChain: ChatOpenAI(store=True))."
+    )
+
+
+def not_found(response_id: str, kept: str, param: str | None = None) -> NotFoundError:
+    """The 404 for an id this owner has no stored response under; the id is quoted at most `ECHOED_CHARS` long."""
+    return NotFoundError(f"Response with id '{echoed(response_id)}' not found. {not_stored_hint(kept)}", param=param)
 
 
 class ResponseStore:
@@ -272,7 +286,7 @@ class ResponseStore:
         entry = self._entries.get(response_id)
         if entry is None or entry.owner != owner:
             self.counters.misses += 1
-            raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}", param=param)
+            raise not_found(response_id, MEMORY, param)
         self._entries.move_to_end(response_id)  # recently used; the TTL is not extended
         self.counters.hits += 1
         return entry

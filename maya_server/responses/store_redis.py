@@ -48,7 +48,7 @@ from ..errors import NotFoundError, StoreUnavailableError
 from . import store_redis_lua as lua
 from .redis_link import SCOPE_HEX, RedisLink, every
 from .settings import ResponsesSettings
-from .store import NOT_STORED_HINT, StoreCounters, _too_large, no_room, reserve_assembly
+from .store import StoreCounters, not_found, _too_large, no_room, reserve_assembly
 from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
 BLOCK_OVERHEAD = 80
@@ -259,7 +259,7 @@ class RedisStore:
             raise self._lose(response_id, found[1].decode(), param)
         if found[0] == 0:
             self.counters.misses += 1
-            raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}", param=param)
+            raise not_found(response_id, "in the shared Redis store", param)
         self.counters.hits += 1
         return found
 
@@ -355,7 +355,7 @@ class RedisStore:
             raise self._lose(response_id, found[3].decode(), None)
         if found[0] == 0:
             self.counters.misses += 1
-            raise NotFoundError(f"Response with id '{response_id}' not found. {NOT_STORED_HINT}")
+            raise not_found(response_id, "in the shared Redis store")
         self.counters.hits += 1
         self.counters.deletions += 1
 

@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 from ..errors import InvalidRequestError
 from .assembler import new_id
 from .request_items import FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, MessageItem, parse_item
+from ..util.echoed import echoed
 
 ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
 
@@ -28,7 +29,7 @@ def stored_input_items(items: Sequence[InputItem], taken_ids: Iterable[str] = ()
         data = _stored(item)
         if data["id"] in taken:
             raise InvalidRequestError(
-                f"Duplicate item id {data['id']!r}: an item with this id is already in the conversation.",
+                f"Duplicate item id {echoed(data['id'])!r}: an item with this id is already in the conversation.",
                 param=f"input[{i}].id",
             )
         taken.add(data["id"])

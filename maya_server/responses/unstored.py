@@ -18,6 +18,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from ..util.echoed import echoed
+
 UNSTORED_IDS = 4096
 """The most ids remembered at once, over all owners (a constant: the memory is small and only improves
 an error message)."""
@@ -60,7 +62,7 @@ class UnstoredResponses:
             found = self._ended.get(response_id)
         if found is None or found[0] != owner:
             return None
-        return (f"Response with id '{response_id}' not found: it was not stored because {ENDINGS[found[1]]}. "
+        return (f"Response with id '{echoed(response_id)}' not found: it was not stored because {ENDINGS[found[1]]}. "
                 "With \"store\": true a response is saved only when it completes or ends incomplete. "
                 "Continue from an earlier response, or send the whole history in 'input'.")
 

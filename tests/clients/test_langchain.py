@@ -6,6 +6,7 @@ with_structured_output(method="json_schema"), in both modes (`use_responses_api`
 
 from __future__ import annotations
 
+import openai
 import pydantic
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -78,3 +79,22 @@ def test_with_structured_output_json_schema(maya, mode):
     fmt = sent["text"]["format"] if MODES[mode] else sent["response_format"]
     assert fmt["type"] == "json_schema"
     assert '"count"' in server.engine.last_prompt_text  # the schema reached the model's instructions
+
+
+def test_previous_response_id_needs_store_true_and_the_404_says_so(maya):
+    """LangChain leaves `store` unset and Maya's default is false, where OpenAI's is true: the fix docs/clients.md
+    gives (`store=True`) makes turn 2 continue on the server; without it the 404 names that fix."""
+    server, recorder = maya([HELLO, HELLO, HELLO])
+    history = [HumanMessage("Say hello")]
+    stored = ChatOpenAI(model="glm", base_url=server.url + "/v1", api_key="unused", max_retries=0,
+                        use_responses_api=True, use_previous_response_id=True, store=True)
+    first = stored.invoke(history)
+    assert text_of(stored.invoke([*history, first, HumanMessage("Again")])) == "Hello from Maya."
+    sent = recorder.of("/v1/responses")[1].request_json()
+    assert sent["previous_response_id"] == first.response_metadata["id"] and sent["store"] is True
+    unstored = ChatOpenAI(model="glm", base_url=server.url + "/v1", api_key="unused", max_retries=0,
+                          use_responses_api=True, use_previous_response_id=True)
+    first = unstored.invoke(history)
+    with pytest.raises(openai.NotFoundError) as refused:
+        unstored.invoke([*history, first, HumanMessage("Again")])
+    assert "ChatOpenAI(store=True)" in refused.value.body["message"]

