@@ -138,3 +138,15 @@ def test_responses_gets_the_recorded_text_and_an_incomplete_answer(maya):
     assert final.response.incomplete_details.reason == "max_output_tokens"
     assert final.response.output_text == GENERATION["text"]
     assert final.response.usage.output_tokens == GENERATION["usage"]["completion_tokens"]
+
+
+def test_maya_names_the_model_the_upstream_serves(maya, replay):
+    """`/v1/models` and every answer's `model` say the upstream's served model name (its recorded `/v1/models`),
+    not the name of the folder that holds the tokenizer."""
+    served = json.loads((RECORDINGS / f"{replay.kind}.models.json").read_text())["data"][0]["id"]
+    assert [card["id"] for card in maya.http().get("/v1/models").json()["data"]] == [served]
+    assert maya.http().get(f"/v1/models/{served}").status_code == 200
+    assert maya.http().get("/v1/status").json()["model"] == served
+    client = maya.client()
+    assert client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=2).model == served
+    assert client.responses.create(model="m", input="hi", max_output_tokens=16).model == served
