@@ -224,6 +224,61 @@ def sglang_models(model: str, created: int, max_model_len: int = 8192) -> dict:
                                         "root": model, "parent": None, "max_model_len": max_model_len}]}
 
 
+STOP_PROMPT = "What is the capital of France? Answer in one short sentence."
+"""A prompt SmolLM2 answers briefly: vLLM's stream then ends on the turn-ending token, which its usage counts."""
+STOP_TOKENS = 64
+
+
+def stop_ids(tokenizer) -> list[int]:
+    """The turn-ending ids Maya sends vLLM as `stop_token_ids` (the ChatML family's `<|im_end|>`)."""
+    ids = (tokenizer.token_id(text) for text in get_family("chatml").stop_texts)
+    return sorted(i for i in ids if i is not None)
+
+
+def record_vllm(url: str, out: Path, tokenizer, tokens: int, *, versions: str) -> dict:
+    """Record a live vLLM at `url` answering Maya's own `/v1/completions` bodies (`completion_request("vllm",
+    ...)`): `vllm.v1-completions.sse` (the long story, `tokens` tokens, greedy: finish `length`),
+    `vllm.stop.v1-completions.sse` (a short answer that ends on `<|im_end|>`: finish `stop`), `vllm.models.json`
+    and `vllm.meta.json` (prompts, ids, texts, usages, response heads, versions). Returns the meta."""
+    out.mkdir(parents=True, exist_ok=True)
+    _, models = http_exchange(url, "GET", "/v1/models")
+    model = orjson.loads(models)["data"][0]["id"]
+    meta: dict = {"versions": versions, "model": model, "streams": {}}
+    for name, text, count in (("vllm.v1-completions.sse", PROMPT, tokens),
+                              ("vllm.stop.v1-completions.sse", STOP_PROMPT, STOP_TOKENS)):
+        ids = prompt_ids(tokenizer, text)
+        body = completion_request("vllm", model, ids, SamplingParams(max_tokens=count, temperature=0),
+                                  stop_ids(tokenizer))
+        head, answer = http_exchange(url, "POST", "/v1/completions", orjson.dumps(body))
+        (out / name).write_bytes(answer)
+        generated, finish, usage = _vllm_generated(answer)
+        meta["streams"][name] = {
+            "prompt_text": text, "prompt_ids": ids, "max_tokens": count, "request": body,
+            "token_ids": [token_id for token_id, _ in generated], "text": "".join(t for _, t in generated),
+            "finish_reason": finish, "usage": usage, "head": head.decode(),
+        }
+    (out / "vllm.models.json").write_bytes(models)
+    (out / "vllm.meta.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+    return meta
+
+
+def _vllm_generated(answer: bytes) -> tuple[list[tuple[int, str]], str | None, dict | None]:
+    """(id, text) of each token in vLLM's stream (its `token_id:N` logprob tokens), its finish and its usage."""
+    generated, finish, usage = [], None, None
+    for event in sse_events(answer):
+        payload = event[6:].strip()
+        if payload == b"[DONE]":
+            continue
+        chunk = orjson.loads(payload)
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or []:
+            finish = choice.get("finish_reason") or finish
+            tokens = (choice.get("logprobs") or {}).get("tokens") or []
+            for i, token in enumerate(tokens):
+                generated.append((int(token.removeprefix("token_id:")), choice["text"] if i == 0 else ""))
+    return generated, finish, usage
+
+
 def main() -> None:
     from maya_server.config import default_model_path
     from tests.gguf_model_dir import smollm2_tokenizer
@@ -232,7 +287,13 @@ def main() -> None:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--tokens", type=int, default=DEFAULT_TOKENS)
     args.add_argument("--out", type=Path, default=RECORDINGS)
+    args.add_argument("--vllm", action="store_true",
+                      help="record a real vLLM (tests/vllm_server.py: installed, converted and started here)")
+    args.add_argument("--vllm-url", help="record the vLLM already serving SmolLM2 at this URL")
     opts = args.parse_args()
+    if opts.vllm or opts.vllm_url:
+        _record_vllm(opts)
+        return
     ids = prompt_ids(smollm2_tokenizer())
     llama = LlamaServer(default_model_path(), ctx=2048, parallel=1, extra_args=("--alias", MODEL_ALIAS))
     try:
@@ -240,6 +301,25 @@ def main() -> None:
     finally:
         llama.stop()
     print(f"recorded {meta['tokens']} tokens after a {len(ids)}-token prompt into {opts.out}")
+
+
+def _record_vllm(opts) -> None:
+    from tests.gguf_model_dir import smollm2_tokenizer
+    from tests.vllm_server import VllmServer, cache_root, ensure_model, ensure_venv, versions
+
+    bin_dir = ensure_venv()
+    server = None
+    url = opts.vllm_url
+    if url is None:
+        server = VllmServer(bin_dir, ensure_model(bin_dir), log_path=cache_root() / "vllm-serve.log")
+        url = server.url
+    try:
+        meta = record_vllm(url, opts.out, smollm2_tokenizer(), opts.tokens, versions=versions(bin_dir))
+    finally:
+        if server is not None:
+            server.stop()
+    for name, stream in meta["streams"].items():
+        print(f"{name}: {len(stream['token_ids'])} tokens, finish {stream['finish_reason']}, usage {stream['usage']}")
 
 
 if __name__ == "__main__":
