@@ -247,3 +247,20 @@ def test_usage_is_the_engines_own_count_with_the_turn_ending_token(stopping_vllm
         assert (response.usage.input_tokens, response.usage.output_tokens) == expected
     finally:
         server.stop()
+
+
+def test_replicas_are_named_for_the_model_they_serve(tokenizer_dir):
+    """Several `--upstream-url`s serve one model: Maya names it as they do, not as its tokenizer folder."""
+    served = VLLM_META["model"]
+    upstreams = [FakeUpstream.replaying("vllm", RECORDINGS) for _ in range(2)]
+    try:
+        config = ServerConfig(engine="upstream", family="chatml", upstream_url=tuple(u.url for u in upstreams),
+                              tokenizer=tokenizer_dir, upstream_read_timeout=30.0)
+        server = RunningServer(config, create_engine(config))
+        try:
+            assert [card["id"] for card in server.http().get("/v1/models").json()["data"]] == [served]
+        finally:
+            server.stop()
+    finally:
+        for upstream in upstreams:
+            upstream.stop()
