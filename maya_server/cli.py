@@ -273,9 +273,10 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     from .app import create_app
     from .http.protocol import serving_protocols
     from .http.shutdown import GracefulServer
-    from .engine_setup import check_chat_template, context_source, resolve_family, template_family
+    from .engine_setup import check_chat_template, context_source, resolve_family, template_family, with_served_model
 
     detected = template_family(engine)
+    config = with_served_model(config, engine)
     try:
         config = resolve_family(config, detected)
         template_check = check_chat_template(config, engine)

