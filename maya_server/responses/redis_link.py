@@ -76,8 +76,15 @@ WRITE_CHECK = "redis.call('SET', ARGV[1], ARGV[2]) return 1"
 log = logging.getLogger("maya.store")
 
 
+SCRIPT_ACL_REFUSAL = "The user executing the script can't"
+"""How Redis 7 words an ACL refusal met inside a script (a key outside the user's patterns, or a command the user
+may not run): no NOPERM code in front, so it is recognised by its words."""
+
+
 def refusal_of(error: BaseException) -> str | None:
     """The refusal `error` is (a key of `REFUSALS`), or None."""
+    if str(error).startswith(SCRIPT_ACL_REFUSAL):
+        return "noperm"
     code = getattr(error, "status_code", None) or str(error).split(" ", 1)[0]
     reason = code.lower() if isinstance(code, str) else ""
     return reason if reason in REFUSALS else None

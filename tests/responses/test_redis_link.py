@@ -130,3 +130,20 @@ def test_a_standing_refusal_ends_when_a_write_gets_through():
     finally:
         store.close()
         redis.stop()
+
+
+def test_an_acl_that_keeps_maya_from_its_keys_is_the_named_noperm_503_inside_a_script():
+    """Inside a script Redis 7 words a key the ACL user may not touch without the NOPERM code in front."""
+    redis = RedisServer()
+    store = open_on(redis.url, unique_prefix())
+    try:
+        store.put(OWNER, response("kept", answer("o")), [item("i")])
+        command(redis.url, "ACL", "SETUSER", "admin", "on", "nopass", "~*", "&*", "+@all")
+        command(redis.url, "ACL", "SETUSER", "default", "resetkeys", "~elsewhere:*")
+        for call in (lambda: store.get(OWNER, "kept"), lambda: store.put(OWNER, response("r", answer("o")), [item("i")])):
+            with pytest.raises(StoreUnavailableError) as raised:
+                call()
+            assert raised.value.reason == "noperm" and "NOPERM" in str(raised.value)
+    finally:
+        store.close()
+        redis.stop()
