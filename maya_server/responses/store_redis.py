@@ -46,7 +46,7 @@ from redis.exceptions import ResponseError
 
 from ..errors import NotFoundError, StoreUnavailableError
 from . import store_redis_lua as lua
-from .redis_link import SCOPE_HEX, RedisLink, every
+from .redis_link import SCOPE_HEX, UNREACHABLE, RedisLink, every
 from .settings import ResponsesSettings
 from .store import StoreCounters, not_found, _too_large, no_room, reserve_assembly
 from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
@@ -203,7 +203,7 @@ class RedisStore:
 
     async def recount(self) -> None:
         """Rebuild the derived keys and figures from the entries that exist; broken entries are removed."""
-        args = [self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES, LOST_NAMED]
+        args = [self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES, LOST_NAMED, time.time_ns() // 1000]
         timeout = max(RECOUNT_TIMEOUT_S, self.link.command_timeout)
         started = time.perf_counter()
         got = await self.link.command(lambda: self._recount_script(keys=[], args=args), timeout=timeout)
@@ -411,9 +411,9 @@ class RedisStore:
     async def _info(self, *sections: str) -> dict:
         """Redis's INFO sections; empty where INFO is refused (some managed Redis rename or forbid it): the
         checks that read it then go without."""
-        try:
-            return await self.link.command(lambda: self.link.client.info(*sections))
-        except ResponseError:
+        try:  # not through `link.command`: INFO refused by an ACL is no refusal of the store's own commands
+            return await asyncio.wait_for(self.link.client.info(*sections), self.link.command_timeout)
+        except (ResponseError, *UNREACHABLE):
             return {}
 
     def _reserve(self, nbytes: int) -> None:

@@ -387,7 +387,7 @@ return {count, before - n[2], n[1], n[2]}
 """
 
 RECOUNT = COMMON + r"""
--- ARGV: P BLOCK SLOT LINEAGE | most_named
+-- ARGV: P BLOCK SLOT LINEAGE | most_named fresh_generation
 -- Rebuild everything derived from the entries that really exist: drop broken entries (a field, the lineage's
 -- length, a block or the envelope missing), then users sets, lineage lengths, generations of lineages in use,
 -- rc hashes, orphan blocks, per-owner bytes and entries, the fleet's entries, bytes, seq and lin, the lru, owner lru
@@ -539,8 +539,8 @@ for i = 1, #gens, 2 do
   if not used[gens[i]] then redis.call('HDEL', P .. 'g', gens[i]) end
   maxlin = math.max(maxlin, tonumber(gens[i]) or 0)
 end
-local t = redis.call('TIME')
-local fresh = t[1] .. string.format('%06d', tonumber(t[2]))  -- a generation no continuation in flight holds
+local fresh = ARGV[6]  -- a generation no continuation in flight holds (the replica's clock, in µs: no TIME,
+                      -- which the least-privilege ACL of docs/deployment.md does not grant)
 for lid, lin in pairs(used) do
   local ukey = P .. 'u:' .. lid
   for i = 1, #lin.users, 1000 do
