@@ -1,14 +1,17 @@
 """`make vulkan`'s header fetch (maya_server/engine/vulkan_headers.py): which mirror it asks, and a fresh
-machine's first run, with no `~/.cache/maya` yet, through the machine's own apt configuration."""
+machine's first run, with no `~/.cache/maya` yet, through the machine's own apt configuration. Every mirror and
+proxy here is on loopback: no test reaches the network."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import http.server
 import os
 import shutil
 import subprocess
-import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +19,6 @@ import pytest
 from maya_server.engine import vulkan_headers
 from maya_server.engine.vulkan_headers import configured_mirrors, debian_mirrors, debian_release, private_sources
 
-ROOT = Path(__file__).resolve().parents[2]
-FETCH_TIMEOUT_S = 600
 needs_apt = pytest.mark.skipif(
     shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None or not os.path.exists(vulkan_headers.KEYRING),
     reason="fetching the headers needs apt-get, dpkg-deb and Debian's archive keyring")
@@ -80,22 +81,76 @@ def test_the_machines_release_and_sources_are_found_under_etc(tmp_path):
     assert configured_mirrors(tmp_path / "nothing", os_release) == []
 
 
+
+def _signed_repository(root: Path, arch: str) -> Path:
+    """A Debian repository of one `libvulkan-dev` holding a `vulkan_core.h` that defines what llama.cpp needs,
+    signed by a throwaway key (apt checks the signature as it does Debian's): the keyring's path."""
+    package = root / "build"
+    header = package / "usr" / "include" / "vulkan" / "vulkan_core.h"
+    header.parent.mkdir(parents=True)
+    header.write_text(f"#define {vulkan_headers.REQUIRED_EXTENSION} 1\n")
+    (package / "DEBIAN").mkdir()
+    (package / "DEBIAN" / "control").write_text(
+        f"Package: libvulkan-dev\nVersion: 1.4.309.0-1\nArchitecture: {arch}\nMaintainer: Maya tests <t@invalid>\n"
+        "Description: Vulkan headers (test stand-in)\n")
+    pool = root / "repo" / "pool"
+    pool.mkdir(parents=True)
+    deb = pool / f"libvulkan-dev_1.4.309.0-1_{arch}.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(package), str(deb)], check=True, capture_output=True)
+    dist = root / "repo" / "dists" / "trixie"
+    packages = dist / "main" / f"binary-{arch}" / "Packages"
+    packages.parent.mkdir(parents=True)
+    data = deb.read_bytes()
+    packages.write_text(
+        f"Package: libvulkan-dev\nVersion: 1.4.309.0-1\nArchitecture: {arch}\nMaintainer: Maya tests <t@invalid>\n"
+        f"Filename: pool/{deb.name}\nSize: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n"
+        "Description: Vulkan headers (test stand-in)\n\n")
+    listed = packages.read_bytes()
+    date = time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime())
+    (dist / "Release").write_text(
+        f"Suite: trixie\nCodename: trixie\nDate: {date}\nArchitectures: {arch}\nComponents: main\nSHA256:\n"
+        f" {hashlib.sha256(listed).hexdigest()} {len(listed)} main/binary-{arch}/Packages\n")
+    gpg = ["gpg", "--batch", "--quiet", "--homedir", str(root / "gnupg"), "--passphrase", "", "--pinentry-mode",
+           "loopback"]
+    (root / "gnupg").mkdir(mode=0o700)
+    subprocess.run([*gpg, "--quick-gen-key", "Maya tests <t@invalid>", "ed25519", "sign", "never"], check=True,
+                   capture_output=True, timeout=60)
+    subprocess.run([*gpg, "--clearsign", "-o", str(dist / "InRelease"), str(dist / "Release")], check=True,
+                   capture_output=True, timeout=60)
+    keyring = root / "keyring.gpg"
+    keyring.write_bytes(subprocess.run([*gpg, "--export"], check=True, capture_output=True, timeout=60).stdout)
+    return keyring
+
+
+class _Files(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
 @needs_apt
-def test_a_fresh_machine_fetches_the_headers_into_a_cache_folder_that_did_not_exist(tmp_path):
-    """An empty HOME and no MAYA_LLAMA_SERVER_CACHE: `~/.cache/maya` does not exist yet (a fresh machine). Needs
-    the Debian mirror this machine's apt sources name (or deb.debian.org), through its apt configuration."""
+@pytest.mark.skipif(shutil.which("gpg") is None, reason="signing the local test repository needs gpg")
+def test_a_fresh_machine_fetches_the_headers_into_a_cache_folder_that_did_not_exist(tmp_path, monkeypatch):
+    """An empty HOME and no MAYA_LLAMA_SERVER_CACHE: `~/.cache/maya` does not exist yet (a fresh machine). The
+    machine's apt sources name a mirror on loopback (a signed repository made here): nothing leaves the machine."""
+    arch = subprocess.run(["dpkg", "--print-architecture"], check=True, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setattr(vulkan_headers, "KEYRING", str(_signed_repository(tmp_path, arch)))
+    handler = functools.partial(_Files, directory=str(tmp_path / "repo"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     home = tmp_path / "home"
     home.mkdir()
-    environ = {key: value for key, value in os.environ.items() if key != "MAYA_LLAMA_SERVER_CACHE"}
-    environ["HOME"] = str(home)
-    done = subprocess.run([sys.executable, "-m", "maya_server.engine.vulkan_headers"], cwd=ROOT, env=environ,
-                          capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
-    assert done.returncode == 0, done.stderr
-    include = home / ".cache" / "maya" / "vulkan-headers" / "usr" / "include"
-    assert done.stdout.strip() == str(include)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("MAYA_LLAMA_SERVER_CACHE", raising=False)
+    mirror = f"http://127.0.0.1:{server.server_address[1]}"
+    etc, os_release = _machine(tmp_path, f"Types: deb\nURIs: {mirror}\nSuites: bookworm\nComponents: main\n")
+    try:
+        include = vulkan_headers.fetch(etc, os_release)
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+    assert include == home / ".cache" / "maya" / "vulkan-headers" / "usr" / "include"
     assert vulkan_headers.REQUIRED_EXTENSION in (include / "vulkan" / "vulkan_core.h").read_text()
-    said_default = "no Debian mirror in this machine's apt sources" in done.stderr
-    assert said_default == (not configured_mirrors()), done.stderr
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
