@@ -46,6 +46,7 @@ from redis.exceptions import ResponseError
 
 from ..errors import NotFoundError, StoreUnavailableError
 from . import store_redis_lua as lua
+from . import store_redis_upkeep_lua as upkeep
 from .redis_link import SCOPE_HEX, UNREACHABLE, RedisLink, every
 from .settings import ResponsesSettings
 from .store import StoreCounters, not_found, _too_large, no_room, reserve_assembly
@@ -142,9 +143,9 @@ class RedisStore:
         self.fleet = _no_figures()
         """The fleet's figures as this replica last read them (every script returns some; the probe all)."""
         self._assembling = 0
-        self._scripts = {name: link.script(getattr(lua, name))
-                         for name in ("READ", "PUT", "DELETE", "FIGURES", "EVICT")}
-        self._recount_script = link.client.register_script(lua.RECOUNT)
+        self._scripts = {name: link.script(getattr(lua, name)) for name in ("READ", "PUT", "DELETE", "FIGURES")}
+        self._scripts["EVICT"] = link.script(upkeep.EVICT)
+        self._recount_script = link.client.register_script(upkeep.RECOUNT)
         self.lost = 0
         """Broken entries this replica found (a read, a delete or its recount) and removed."""
         self.recounts = 0
@@ -190,7 +191,7 @@ class RedisStore:
         seen = (str(info.get("run_id", "")), int(info.get("evicted_keys", 0)))
         before, self._redis_seen = self._redis_seen, seen
         if before is None or seen[0] != before[0]:  # a Redis not seen before: have the rare scripts loaded now,
-            for source in (lua.EVICT, lua.RECOUNT):   # not when it is full (compiling one takes its memory)
+            for source in (upkeep.EVICT, upkeep.RECOUNT):   # not when it is full (compiling one takes its memory)
                 await self.link.command(lambda source=source: self.link.client.script_load(source))
         redis_lost = seen[1] > 0 if before is None else (seen[0] != before[0] or seen[1] > before[1])
         if not (self._lost_seen or redis_lost or vanished):
