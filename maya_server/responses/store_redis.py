@@ -45,6 +45,7 @@ import orjson
 from redis.exceptions import ResponseError
 
 from ..errors import NotFoundError, StoreUnavailableError
+from ..util.echoed import echoed
 from . import store_redis_lua as lua
 from . import store_redis_upkeep_lua as upkeep
 from .redis_link import SCOPE_HEX, UNREACHABLE, RedisLink, every
@@ -78,8 +79,6 @@ RECOUNT_SPACING = 10
 evicts all the time (`allkeys-lru`) spends at most about a tenth of its time recounting."""
 LOST_NAMED = 32
 """How many broken entries a `RECOUNT` names in the log (the rest are counted)."""
-SHOWN_ID = 64
-"""The most characters of a response id an error message quotes."""
 
 log = logging.getLogger("maya.store")
 
@@ -117,10 +116,9 @@ class RedisHistory:
 def lost_error(response_id: str, param: str | None) -> NotFoundError:
     """A stored response the store can no longer read whole: a 404, since the loss is permanent (clients retry
     a 5xx in vain)."""
-    shown = response_id if len(response_id) <= SHOWN_ID else response_id[:SHOWN_ID] + "..."
     return NotFoundError(
-        f"Response '{shown}' was stored, but the response store lost part of it (Redis evicted or removed its "
-        "keys), so it cannot be read or continued. Send the history in 'input' with store:false instead.",
+        f"Response '{echoed(response_id)}' was stored, but the response store lost part of it (Redis evicted or "
+        "removed its keys), so it cannot be read or continued. Send the history in 'input' with store:false instead.",
         param=param, code="stored_response_lost",
     )
 
@@ -325,18 +323,18 @@ class RedisStore:
         counts (allocator size classes, and its Lua heap grows between collections)."""
         for _ in range(EVICT_ROUNDS):
             memory = await self._info("memory")
-            if not memory:  # INFO refused: one round, for the response's size
-                got = await self._run("EVICT", [EVICT_MARGIN * size, EVICT_MOST])
-                self.counters.evictions += int(got[0])
-                return
-            limit, used = int(memory.get("maxmemory", 0)), int(memory.get("used_memory", 0))
-            if not limit or used + size < limit:
-                return
-            got = await self._run("EVICT", [EVICT_MARGIN * (used + size - limit), EVICT_MOST])
+            if memory:
+                limit, used = int(memory.get("maxmemory", 0)), int(memory.get("used_memory", 0))
+                if not limit or used + size < limit:
+                    return
+                want = used + size - limit
+            else:  # INFO refused: one round, for the response's size
+                want = size
+            got = await self._run("EVICT", [EVICT_MARGIN * want, EVICT_MOST])
             self.counters.evictions += int(got[0])
             self.fleet.update(entries=int(got[2]), bytes=int(got[3]))
-            if int(got[0]) == 0:
-                return  # nothing left to evict
+            if not memory or int(got[0]) == 0:
+                return  # no way to tell whether there is room now, or nothing left to evict
 
     async def _put_once(self, scope: str, response_id: str, own: bytes, envelope: bytes,
                         pairs: list[tuple[str, bytes]], n_input: int, base: RedisHistory | None) -> list:
@@ -407,7 +405,7 @@ class RedisStore:
     @staticmethod
     def _log_lost(response_id: str, kind: str) -> None:
         log.warning("stored response %s lost its %s key in Redis (evicted or removed); removed it",
-                    response_id[:SHOWN_ID], kind)
+                    echoed(response_id), kind)
 
     async def _info(self, *sections: str) -> dict:
         """Redis's INFO sections; empty where INFO is refused (some managed Redis rename or forbid it): the
