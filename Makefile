@@ -30,7 +30,7 @@ install-test: $(VENV)/.installed-test
 # backend whose toolchain is found (CUDA with cuBLAS, HIP, Vulkan, Metal on macOS; MAYA_LLAMA_SERVER_BACKENDS=cpu
 # builds the CPU only). It prints which backends it builds and why it skips the others.
 llama-server: install
-	$(BIN)/python -m maya_server.engine.llama_server_build
+	$(BIN)/python -m maya_server.engine.llama_server.build
 
 serve: install llama-server
 	$(BIN)/maya --host $(HOST) --port $(PORT)
@@ -55,14 +55,14 @@ redis-server:
 # The Vulkan backend's toolchain (glslc, the Vulkan and SPIR-V headers) and Mesa's lavapipe, a Vulkan device on the
 # CPU that the GPU-path tests use, installed with apt where that is possible (root); elsewhere the build leaves Vulkan
 # out and those tests skip, saying why. Debian 12's Vulkan headers are too old for the pinned llama.cpp: then Debian
-# 13's are unpacked into ~/.cache/maya/vulkan-headers/ (maya_server/engine/vulkan_headers.py; nothing installed).
+# 13's are unpacked into ~/.cache/maya/vulkan-headers/ (maya_server/engine/llama_server/vulkan_headers.py; nothing installed).
 # Before llama-server, so that the test build includes Vulkan.
 VULKAN_PACKAGES := glslc libvulkan-dev spirv-headers mesa-vulkan-drivers
 vulkan: install
 	@dpkg -s $(VULKAN_PACKAGES) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(VULKAN_PACKAGES) >/dev/null; } \
 		|| echo "maya: the Vulkan toolchain could not be installed; llama-server is built without Vulkan and the lavapipe tests skip"
 	@grep -qs VK_EXT_layer_settings /usr/include/vulkan/vulkan_core.h || ! command -v glslc >/dev/null 2>&1 \
-		|| $(BIN)/python -m maya_server.engine.vulkan_headers >/dev/null \
+		|| $(BIN)/python -m maya_server.engine.llama_server.vulkan_headers >/dev/null \
 		|| echo "maya: newer Vulkan headers could not be fetched; llama-server is built without Vulkan and the lavapipe tests skip"
 
 test: install-test vulkan llama-server node-clients browser redis-server

@@ -51,7 +51,7 @@ from maya_process import start_maya  # noqa: E402
 from streamed_chat import stream_chat  # noqa: E402
 
 from maya_server.config import default_model_path  # noqa: E402
-from maya_server.engine.llama_server import FLASH_ATTENTION  # noqa: E402
+from maya_server.engine.llama_server.child import FLASH_ATTENTION  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402
 from tests.llama_server import LlamaServer  # noqa: E402
 

@@ -48,8 +48,8 @@ from maya_process import start_maya  # noqa: E402
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.families import get_family  # noqa: E402
-from maya_server.engine.llama_server import FLASH_ATTENTION, GPU_FLASH_ATTENTION  # noqa: E402
-from maya_server.engine.llama_tokenizer import LlamaServerTokenizer, TokenCache  # noqa: E402
+from maya_server.engine.llama_server.child import FLASH_ATTENTION, GPU_FLASH_ATTENTION  # noqa: E402
+from maya_server.engine.llama_server.tokenizer import LlamaServerTokenizer, TokenCache  # noqa: E402
 from maya_server.families.detection import family_from_template  # noqa: E402
 from maya_server.model.gguf_metadata import read_gguf_metadata  # noqa: E402
 from maya_server.model.gguf_vocabulary import GgufVocabulary  # noqa: E402

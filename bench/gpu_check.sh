@@ -18,5 +18,5 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi --query-gpu=name,memo
 fi
 make install-test
 export MAYA_LLAMA_SERVER_BACKENDS=cuda   # CUDA or stop, saying what is missing (e.g. cuBLAS)
-.venv/bin/python -m maya_server.engine.llama_server_build
+.venv/bin/python -m maya_server.engine.llama_server.build
 .venv/bin/python bench/engine_ratios.py --gpu-layers 99 --threads 4 --tokens 256 "$@"

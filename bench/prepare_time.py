@@ -2,7 +2,7 @@
 next turn, beside the time llama-server takes to prefill that prompt.
 
 Agent clients (Codex, openai-agents) resend their whole history every turn, and the embedded engine asks
-llama-server for the token ids of each text run (`engine/llama_tokenizer.py`). This prints, from one run:
+llama-server for the token ids of each text run (`engine/llama_server/tokenizer.py`). This prints, from one run:
 
 - render: the family's render of the conversation (Python, no I/O);
 - tokenize cold: every run asked of llama-server (an empty token cache);
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolResult, ToolSpec  # noqa: E402
 from maya_server.families import get_family  # noqa: E402
-from maya_server.engine.llama_tokenizer import TokenCache  # noqa: E402
+from maya_server.engine.llama_server.tokenizer import TokenCache  # noqa: E402
 from maya_server.engine_setup import create_engine, template_family  # noqa: E402
 from tests.embedded import child_http, embedded_config  # noqa: E402
 

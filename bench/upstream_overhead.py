@@ -10,7 +10,7 @@ once) and the medians are compared; (b)/(a) and (c)/(a) are the figures
 
     .venv/bin/python bench/upstream_overhead.py [--tokens 200] [--rounds 5] [--threads 1]
 
-llama-server comes from the cache `make llama-server` fills (maya_server/engine/llama_server_build.py).
+llama-server comes from the cache `make llama-server` fills (maya_server/engine/llama_server/build.py).
 """
 
 from __future__ import annotations

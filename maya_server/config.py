@@ -95,7 +95,7 @@ class ServerConfig:
     """The embedded llama-server's parallel sequences, each with `ctx` tokens of context."""
     gpu_layers: int | None = None
     """Layers llama-server offloads to a GPU (None: llama-server's default, every layer that fits on the devices it
-    finds, `llama_devices.py`; 0: CPU only)."""
+    finds, `llama_server/devices.py`; 0: CPU only)."""
     cache_ram_mib: int = CACHE_RAM_MIB
     """llama-server's RAM prompt cache (idle slots' KV kept for reuse across conversations; 0: off)."""
     tokenize_timeout: float = TOKENIZE_TIMEOUT_S

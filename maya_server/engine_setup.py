@@ -32,7 +32,7 @@ log = logging.getLogger("maya")
 
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
     from .families.conformance import TemplateCheck
-    from .engine.llamacpp import EmbeddedOptions
+    from .engine.llama_server.engine import EmbeddedOptions
     from .engine.replicas import ReplicaSetOptions
     from .engine.upstream import UpstreamOptions
 
@@ -87,7 +87,7 @@ def create_engine(config: ServerConfig) -> Engine:
 
 def _start(config: ServerConfig) -> Engine:
     if config.engine == "llamacpp":
-        from .engine.llamacpp import LlamaCppEngine
+        from .engine.llama_server.engine import LlamaCppEngine
 
         engine = LlamaCppEngine.start(embedded_options(config))
         if not engine.accepts_images:
@@ -120,7 +120,7 @@ def embedded_options(config: ServerConfig) -> EmbeddedOptions:
     """The embedded engine's options. With the caches isolated per key, llama-server's RAM prompt cache is off:
     it is shared by every slot and keyed by tokens alone, so a slot kept for one key could load another key's
     state from it (`engine/slot_choice.py`)."""
-    from .engine.llamacpp import EmbeddedOptions
+    from .engine.llama_server.engine import EmbeddedOptions
 
     options = EmbeddedOptions(**{option: getattr(config, setting) for option, setting in EMBEDDED_SETTINGS.items()})
     if isolates(config.prompt_cache_isolation, config.api_keys) and options.cache_ram_mib:

@@ -12,8 +12,8 @@ from typing import Iterator
 import httpx
 
 from maya_server.config import ServerConfig, default_model_path
-from maya_server.engine.llama_server import BASE_URL
-from maya_server.engine.llamacpp import LlamaCppEngine
+from maya_server.engine.llama_server.child import BASE_URL
+from maya_server.engine.llama_server.engine import LlamaCppEngine
 from maya_server.engine_setup import create_engine, resolve_family, template_family
 
 from tests.llama_server import free_port

@@ -17,7 +17,7 @@ import sys
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-from maya_server.engine.llama_server_check import MMPROJ_FLAG, REQUIRED_FLAGS
+from maya_server.engine.llama_server.check import MMPROJ_FLAG, REQUIRED_FLAGS
 
 SPECIAL = 0
 """The special token the checks use (SmolLM2's `<|endoftext|>`, its first multi-character special token)."""

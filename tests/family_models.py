@@ -14,7 +14,7 @@ fetched from a hub; the one exception is DeepSeek-V4's chat template, which the
 model does not ship at all: GGUFs in the wild carry llama.cpp's own
 `models/templates/deepseek-ai-DeepSeek-V4.jinja`, read here out of the same
 llama-cpp-python sdist Maya builds its engine from (`pip download`, as
-maya_server/engine/llama_server_build.py does), and kept in the cache.
+maya_server/engine/llama_server/build.py does), and kept in the cache.
 
 Models (`FAMILY_MODELS`): glm-5.1, glm-4.7-flash, deepseek-v4,
 deepseek-v4-notemplate, qwen3, llama3 (see `_FAMILIES` for where each piece comes from).
@@ -100,7 +100,7 @@ import gguf
 import numpy as np
 from tokenizers import Tokenizer
 
-from maya_server.engine.llama_server_build import LLAMA_CPP_SOURCE_VERSION
+from maya_server.engine.llama_server.build import LLAMA_CPP_SOURCE_VERSION
 
 FORMAT_VERSION = 1
 """Bump when what this module writes changes in a way the input hash does not see."""

@@ -3,7 +3,7 @@
 The tests have no hub to fetch SmolLM2's `tokenizer.json`, so they write the
 `tokenizers` configuration equivalent to the GGUF's byte-level BPE vocabulary
 (`smollm` pre-tokenizer: every digit alone, then GPT-2's split);
-`tests/engine/test_llamacpp.py` proves it equal to llama-server's `/tokenize`.
+`tests/engine/llama_server/test_engine.py` proves it equal to llama-server's `/tokenize`.
 Maya itself never rebuilds a tokenizer: the embedded engine asks llama-server.
 """
 

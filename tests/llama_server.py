@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from maya_server.engine.llama_server_build import ensure_binary
+from maya_server.engine.llama_server.build import ensure_binary
 
 START_TIMEOUT = 60.0
 

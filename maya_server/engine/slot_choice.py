@@ -13,7 +13,7 @@ Maya sends the sequences, so it knows what each slot holds: `SlotChooser` record
 the prompt it last sent there and the ids generated, and gives each request the free slot sharing the
 longest prefix with its prompt (`id_slot`; a tie goes to the least recently used). When that slot holds
 the conversation itself, llama-server reuses it in place; when none does, the embedded child, started with
-`--slot-prompt-similarity 1` (`llama_server.py`), looks in its RAM cache before using the slot and
+`--slot-prompt-similarity 1` (`llama_server/child.py`), looks in its RAM cache before using the slot and
 restores the conversation's own state from there. A record is a hint, never a promise: llama-server
 computes the real shared prefix itself, so a wrong record costs time, never a wrong answer.
 

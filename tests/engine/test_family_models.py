@@ -1,6 +1,6 @@
 """The family test models (tests/family_models.py) are what llama.cpp makes of the real models' tokenizers.
 
-Each file is loaded in the real llama-server (built by maya_server/engine/llama_server_build.py):
+Each file is loaded in the real llama-server (built by maya_server/engine/llama_server/build.py):
 it must load, report the chat template written into it (or llama.cpp's ChatML
 fallback when none was), carry the converter's pre-tokenizer name, token types
 and special ids, tokenize exactly as the family's HF tokenizer.json does,

@@ -1,6 +1,6 @@
 """The upstream engine end to end: Maya → a real llama-server (SmolLM2, greedy) through the SDK.
 
-llama-server is built by `make test` (maya_server/engine/llama_server_build.py); if it
+llama-server is built by `make test` (maya_server/engine/llama_server/build.py); if it
 cannot be built these tests error rather than skip.
 """
 

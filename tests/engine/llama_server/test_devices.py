@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from maya_server.config import default_model_path
-from maya_server.engine import llamacpp
-from maya_server.engine.llama_devices import Device, parse_devices, parse_offload, parse_used_device, planned_offload
-from maya_server.engine.llamacpp import EmbeddedOptions, LlamaCppEngine
+from maya_server.engine.llama_server import engine as llamacpp
+from maya_server.engine.llama_server.devices import Device, parse_devices, parse_offload, parse_used_device, planned_offload
+from maya_server.engine.llama_server.engine import EmbeddedOptions, LlamaCppEngine
 from maya_server.errors import EngineStartError
 
 LLVMPIPE = "  Vulkan0: llvmpipe (LLVM 15.0.6, 256 bits) (7944 MiB, 7944 MiB free)"
@@ -114,7 +114,7 @@ def test_no_warning_without_gpu_layers_or_with_a_device(tmp_path, monkeypatch, c
 def test_on_the_cpu_the_status_and_the_log_say_so(monkeypatch, caplog):
     """Maya's own llama-server with no GPU device (lavapipe, if installed, is skipped by default): `--gpu-layers 99`
     is a WARNING saying why, the log and /v1/status say the model runs on the CPU, flash attention off."""
-    from maya_server.engine.llama_server_build import built_backends, ensure_binary
+    from maya_server.engine.llama_server.build import built_backends, ensure_binary
 
     from tests.embedded import embedded_server
 

@@ -21,7 +21,7 @@ binary may use instructions another CPU lacks, the cache KEY hashes the CPU's
 feature flags with the build options: a home directory moved to another
 machine rebuilds instead of dying with SIGILL.
 
-Which GPU backends. Each one whose toolchain is found (`llama_server_backends.py`:
+Which GPU backends. Each one whose toolchain is found (`llama_server/backends.py`:
 CUDA with cuBLAS, HIP, Vulkan, Metal on macOS) is built too, and the cache key
 includes them. On x86-64 Linux a build with a GPU backend loads its backends at
 run time (`GGML_BACKEND_DL`): the cache entry is `llama-server` beside its
@@ -35,7 +35,7 @@ CPU-only build is the single static file as before (same options, same key).
 `backends.json` beside the binary records what was built and why the rest was
 skipped, for the start-up messages (`built_backends`).
 
-    python -m maya_server.engine.llama_server_build    # prints the binary's path, building it if needed
+    python -m maya_server.engine.llama_server.build    # prints the binary's path, building it if needed
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from .llama_server_backends import BackendPlan, plan_backends
+from .backends import BackendPlan, plan_backends
 
 LLAMA_CPP_SOURCE_VERSION = "0.3.36"
 """The llama-cpp-python sdist whose `vendor/llama.cpp` we build: the pinned engine, and the cache key."""

@@ -4,20 +4,20 @@ llama-server does the token work (continuous batching over `slots` sequences,
 a prompt cache that keeps idle conversations' KV in RAM, slot reuse by prompt
 similarity); Maya drives it with the upstream engine's code, token-id prompts
 to its completion endpoint, so the laptop path and the remote llama-server
-path are one path. llama-server splits text into tokens (`llama_tokenizer.py`:
+path are one path. llama-server splits text into tokens (`llama_server/tokenizer.py`:
 exact for every GGUF llama.cpp loads), Maya places the control tokens by id and
 decodes generated ids with the GGUF's own vocabulary; a start-up self-check
 holds both against llama-server's `/tokenize`. The engine reports the GGUF's
 own `tokenizer.chat_template` as its `chat_template` (llama-server's `/props`
 would report its ChatML fallback for a file without one); the edge decides the
 family from it. The child process itself (private socket,
-restarts, no orphans) is `llama_server.py`.
+restarts, no orphans) is `llama_server/child.py`.
 
-Which llama-server: the one Maya builds (`llama_server_build.py`, with the GPU
+Which llama-server: the one Maya builds (`llama_server/build.py`, with the GPU
 backends the machine can compile), or the operator's own (`--llama-server
-PATH`), whose flags and endpoints are checked first (`llama_server_check.py`).
+PATH`), whose flags and endpoints are checked first (`llama_server/check.py`).
 Which devices: the binary lists them before the child starts
-(`llama_devices.py`); the child's log then says how many layers went there.
+(`llama_server/devices.py`); the child's log then says how many layers went there.
 Both are logged at start-up and reported in `/v1/status`, and `--gpu-layers N`
 with no device is a WARNING saying why. Flash attention is off on the CPU and
 llama.cpp's `auto` with layers on a GPU (`FLASH_ATTENTION`, `GPU_FLASH_ATTENTION`).
@@ -45,23 +45,23 @@ from typing import Iterator
 import httpx
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..errors import EngineOptionError, UnsupportedVocabulary, UpstreamError
-from ..model.gguf_metadata import read_gguf_metadata, training_context
-from ..model.gguf_vocabulary import GgufVocabulary
-from ..model.hf_tokenizer import HfTokenizer
-from ..model.tokenizer import Tokenizer
-from .base import DEFAULT_CTX
-from .defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S
-from .llama_devices import Device, list_devices, no_device_warning, planned_offload
-from .llama_server import (
+from ...errors import EngineOptionError, UnsupportedVocabulary, UpstreamError
+from ...model.gguf_metadata import read_gguf_metadata, training_context
+from ...model.gguf_vocabulary import GgufVocabulary
+from ...model.hf_tokenizer import HfTokenizer
+from ...model.tokenizer import Tokenizer
+from ..base import DEFAULT_CTX
+from ..defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S
+from .devices import Device, list_devices, no_device_warning, planned_offload
+from .child import (
     BASE_URL, FLASH_ATTENTION, GPU_FLASH_ATTENTION, ChildState, LlamaServerOptions, LlamaServerProcess,
     child_environment,
 )
-from .llama_server_build import built_backends, ensure_binary
-from .llama_server_check import check_endpoints, check_flags
-from .llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
-from .upstream import UpstreamEngine
-from .upstream_probe import measure_image_tokens, probe_upstream
+from .build import built_backends, ensure_binary
+from .check import check_endpoints, check_flags
+from .tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
+from ..upstream import UpstreamEngine
+from ..upstream_probe import measure_image_tokens, probe_upstream
 
 log = logging.getLogger("maya.engine")
 

@@ -50,9 +50,9 @@ from pathlib import Path
 
 import httpx
 
-from ..errors import EngineStartError
-from .defaults import CACHE_RAM_MIB
-from .llama_devices import parse_offload, parse_used_device
+from ...errors import EngineStartError
+from ..defaults import CACHE_RAM_MIB
+from .devices import parse_offload, parse_used_device
 
 log = logging.getLogger("maya.engine")
 child_log = logging.getLogger("maya.llama-server")

@@ -1,6 +1,6 @@
 """Which of llama.cpp's GPU backends the llama-server build includes: each one whose toolchain this machine has.
 
-The build (`llama_server_build.py`) always has the CPU backend. A GPU backend
+The build (`llama_server/build.py`) always has the CPU backend. A GPU backend
 is added when everything its configure step needs is found, because a missing
 piece would only fail minutes into the build, or worse, on `make test`:
 
@@ -38,7 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BackendUnavailable
+from ...errors import BackendUnavailable
 from . import vulkan_headers
 
 GPU_BACKENDS = ("cuda", "hip", "vulkan", "metal")

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from maya_server.config import default_model_path
-from maya_server.engine.llama_tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
+from maya_server.engine.llama_server.tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
 from maya_server.util.ids_cache import ENTRY_OVERHEAD
 from maya_server.errors import UpstreamError, UpstreamUnavailable
 from maya_server.model.gguf_metadata import read_gguf_metadata

@@ -15,9 +15,9 @@ import subprocess
 
 import pytest
 
-from maya_server.engine import llama_server_build
-from maya_server.engine.llama_server_backends import Backend, BackendPlan
-from maya_server.engine.llama_server_build import AVOIDED_CPU_FEATURES, cached_binary, cmake_options, cpu_feature_options
+from maya_server.engine.llama_server import build as llama_server_build
+from maya_server.engine.llama_server.backends import Backend, BackendPlan
+from maya_server.engine.llama_server.build import AVOIDED_CPU_FEATURES, cached_binary, cmake_options, cpu_feature_options
 
 CPU_ONLY = BackendPlan()
 WITH_VULKAN = BackendPlan((Backend("vulkan", ("-DGGML_VULKAN=ON",), "found"),))

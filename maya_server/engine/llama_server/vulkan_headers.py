@@ -7,7 +7,7 @@ with is found at run time, and bookworm's 1.3.239 loader runs them), so `make vu
 (trixie's) `libvulkan-dev` package into Maya's cache, `~/.cache/maya/vulkan-headers/` (under
 `MAYA_LLAMA_SERVER_CACHE` when set), with apt's own `apt-get download` against a private list of trixie's
 packages: nothing is installed, and the system's apt state is left as it is. The build then takes its headers
-from there (`llama_server_backends.py`).
+from there (`llama_server/backends.py`).
 
 The private list names the mirror(s) the machine's own apt sources use for the Debian archive (`debian_mirrors`:
 the entries for the machine's release and its `-updates`, not security or third-party repositories), with
@@ -15,7 +15,7 @@ trixie as the suite: a company's mirror keeps serving it, and apt's own configur
 a proxy included) is read as usual, since only the source list and apt's state folders are overridden. Only a
 machine with no Debian source at all fetches from `DEFAULT_MIRROR`, and says so.
 
-    python -m maya_server.engine.vulkan_headers    # prints the include directory, fetching it if needed
+    python -m maya_server.engine.llama_server.vulkan_headers    # prints the include directory, fetching it if needed
 """
 
 from __future__ import annotations

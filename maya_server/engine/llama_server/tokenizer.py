@@ -31,10 +31,10 @@ from typing import Sequence
 
 import httpx
 
-from ..errors import PromptTooLarge, UpstreamError, UpstreamUnavailable
-from ..model.gguf_vocabulary import GgufVocabulary
-from ..util.ids_cache import IdsCache, IdsCacheCollector, scope_bytes
-from .defaults import TOKENIZE_TIMEOUT_S
+from ...errors import PromptTooLarge, UpstreamError, UpstreamUnavailable
+from ...model.gguf_vocabulary import GgufVocabulary
+from ...util.ids_cache import IdsCache, IdsCacheCollector, scope_bytes
+from ..defaults import TOKENIZE_TIMEOUT_S
 
 class TokenCache(IdsCache[tuple[str, str, bool]]):
     """Text runs' token ids by (cache scope, text, special), in `IdsCache`'s bounds."""

@@ -31,8 +31,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from ..errors import EngineOptionError
-from ..model.gguf_vocabulary import GgufVocabulary
+from ...errors import EngineOptionError
+from ...model.gguf_vocabulary import GgufVocabulary
 
 OPTION = "llama_server"
 HELP_TIMEOUT_S = 60.0

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from maya_server.engine.llama_server_build import ensure_binary
-from maya_server.engine.llama_server_check import check_flags
+from maya_server.engine.llama_server.build import ensure_binary
+from maya_server.engine.llama_server.check import check_flags
 from maya_server.errors import EngineOptionError
 
 from tests.embedded import embedded_server

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from maya_server.engine import llama_server_backends, llama_server_build
-from maya_server.engine.llama_server_backends import plan_backends
+from maya_server.engine.llama_server import backends as llama_server_backends, build as llama_server_build
+from maya_server.engine.llama_server.backends import plan_backends
 from maya_server.errors import BackendUnavailable
-from maya_server.engine.llama_server_build import cached_binary, cmake_options
+from maya_server.engine.llama_server.build import cached_binary, cmake_options
 
 
 def _tool(bin_dir: Path, name: str, body: str = "exit 0") -> Path:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from maya_server.engine.llama_server import (
+from maya_server.engine.llama_server.child import (
     CHILD_ENVIRONMENT,
     LlamaServerOptions,
     LlamaServerProcess,
@@ -91,7 +91,7 @@ def test_the_cli_reports_a_crash_as_a_crash_not_a_bad_setting(tmp_path):
     """`maya` with no flags, on a machine whose cached llama-server dies while loading: exit 2, a message
     that names the signal and the way out, and no "invalid configuration"."""
     environ = {**os.environ, "MAYA_LLAMA_SERVER_CACHE": str(tmp_path)}
-    binary = subprocess.run([sys.executable, "-c", "from maya_server.engine.llama_server_build import cached_binary; "
+    binary = subprocess.run([sys.executable, "-c", "from maya_server.engine.llama_server.build import cached_binary; "
                              "print(cached_binary())"], env=environ, capture_output=True, text=True, check=True)
     target = Path(binary.stdout.strip())
     target.parent.mkdir(parents=True)

@@ -17,10 +17,10 @@ import os
 
 import pytest
 
-from maya_server.engine.llama_devices import list_devices
-from maya_server.engine.llama_server import child_environment
-from maya_server.engine.llama_server_backends import plan_backends
-from maya_server.engine.llama_server_build import built_backends, ensure_binary
+from maya_server.engine.llama_server.devices import list_devices
+from maya_server.engine.llama_server.child import child_environment
+from maya_server.engine.llama_server.backends import plan_backends
+from maya_server.engine.llama_server.build import built_backends, ensure_binary
 
 from tests.embedded import embedded_server
 

@@ -1,4 +1,4 @@
-"""`make vulkan`'s header fetch (maya_server/engine/vulkan_headers.py): which mirror it asks, and a fresh
+"""`make vulkan`'s header fetch (maya_server/engine/llama_server/vulkan_headers.py): which mirror it asks, and a fresh
 machine's first run, with no `~/.cache/maya` yet, through the machine's own apt configuration. Every mirror and
 proxy here is on loopback: no test reaches the network."""
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from maya_server.engine import vulkan_headers
-from maya_server.engine.vulkan_headers import configured_mirrors, debian_mirrors, debian_release, private_sources
+from maya_server.engine.llama_server import vulkan_headers
+from maya_server.engine.llama_server.vulkan_headers import configured_mirrors, debian_mirrors, debian_release, private_sources
 
 needs_apt = pytest.mark.skipif(
     shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None or not os.path.exists(vulkan_headers.KEYRING),

@@ -23,9 +23,9 @@ import pytest
 
 from maya_server.neutral.conversation import Conversation, Message, TextPart
 from maya_server.families import get_family
-from maya_server.engine.llama_server import LlamaServerOptions, LlamaServerProcess
+from maya_server.engine.llama_server.child import LlamaServerOptions, LlamaServerProcess
 from maya_server.errors import EngineOptionError, EngineStartError
-from maya_server.engine.llamacpp import check_tokenizer
+from maya_server.engine.llama_server.engine import check_tokenizer
 from maya_server.engine_setup import EMBEDDED_SETTINGS, WORDING, template_family
 
 from tests.embedded import child_http, embedded_server, process_gone, start_cli
