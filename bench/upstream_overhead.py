@@ -34,7 +34,7 @@ from maya_server.config import default_model_path  # noqa: E402
 from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
-from maya_server.engine.upstream_wire import NATIVE_PATH, native_completion_request  # noqa: E402
+from maya_server.engine.upstream.wire import NATIVE_PATH, native_completion_request  # noqa: E402
 from maya_server.model.hf_tokenizer import HfTokenizer  # noqa: E402
 from tests.gguf_model_dir import write_model_dir  # noqa: E402
 from tests.llama_server import LlamaServer  # noqa: E402

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # each engine's module is imported only when that engine is c
     from .families.conformance import TemplateCheck
     from .engine.llama_server.engine import EmbeddedOptions
     from .engine.replicas import ReplicaSetOptions
-    from .engine.upstream import UpstreamOptions
+    from .engine.upstream.engine import UpstreamOptions
 
 EMBEDDED_SETTINGS: Mapping[str, str] = {
     "model": "model", "slots": "slots", "ctx": "ctx", "threads": "threads", "gpu_layers": "gpu_layers",
@@ -80,7 +80,7 @@ def create_engine(config: ServerConfig) -> Engine:
         raise ConfigError(settings.get(exc.option, "engine"), WORDING.get(exc.reason, exc.problem)) from None
     except EngineStartError as exc:
         raise EngineStartError(f"{exc}{crash_advice(exc.returncode)}", returncode=exc.returncode) from None
-    engine.batch_interval = config.relay_batch_ms / 1000  # both relay an engine's HTTP stream (upstream.py)
+    engine.batch_interval = config.relay_batch_ms / 1000  # both relay an engine's HTTP stream (upstream/engine.py)
     engine.prefill_concurrency = config.prefill_concurrency
     return engine
 
@@ -98,7 +98,7 @@ def _start(config: ServerConfig) -> Engine:
 
         return ReplicaSetEngine.connect(replica_set_options(config))
     if config.engine == "upstream":
-        from .engine.upstream import UpstreamEngine
+        from .engine.upstream.engine import UpstreamEngine
 
         return UpstreamEngine.connect(upstream_options(config))
     raise ConfigError("engine", f"the {config.engine} engine is not available in this build")
@@ -119,7 +119,7 @@ def with_served_model(config: ServerConfig, engine: Engine) -> ServerConfig:
 def embedded_options(config: ServerConfig) -> EmbeddedOptions:
     """The embedded engine's options. With the caches isolated per key, llama-server's RAM prompt cache is off:
     it is shared by every slot and keyed by tokens alone, so a slot kept for one key could load another key's
-    state from it (`engine/slot_choice.py`)."""
+    state from it (`engine/upstream/slot_choice.py`)."""
     from .engine.llama_server.engine import EmbeddedOptions
 
     options = EmbeddedOptions(**{option: getattr(config, setting) for option, setting in EMBEDDED_SETTINGS.items()})
@@ -132,7 +132,7 @@ def embedded_options(config: ServerConfig) -> EmbeddedOptions:
 
 def upstream_options(config: ServerConfig, url: str | None = None) -> UpstreamOptions:
     """For `url` (one of several replicas), else the one `upstream_url`."""
-    from .engine.upstream import UpstreamOptions
+    from .engine.upstream.engine import UpstreamOptions
 
     values = {option: getattr(config, setting) for option, setting in UPSTREAM_SETTINGS.items()
               if option not in ("url", "replicas")}

@@ -193,7 +193,7 @@ def main() -> int:
     server = VllmServer(bin_dir, model, log_path=log_path)
     print(f"maya: vLLM answered at {server.url} after {time.monotonic() - started:.0f}s (log: {log_path})",
           flush=True)
-    tests = sys.argv[1:] or ["tests/engine/test_upstream_vllm.py", "tests/engine/test_upstream_recorded.py"]
+    tests = sys.argv[1:] or ["tests/engine/upstream/test_vllm.py", "tests/engine/test_upstream_recorded.py"]
     try:
         env = {**os.environ, "MAYA_TEST_VLLM_URL": server.url}
         return subprocess.run([sys.executable, "-m", "pytest", "-q", *tests], env=env, cwd=ROOT,

@@ -6,7 +6,7 @@ streamed answer is a task whose async generators are resumed once an event.
 This relay does the bare relay's per-token work (one JSON parse per upstream
 event, one Chat-like chunk dumped per token, one write per read) inside that
 machinery: a Starlette `StreamingResponse` over an async generator that reads
-the upstream with Maya's own lean reader (`engine/event_stream.py`). No
+the upstream with Maya's own lean reader (`engine/upstream/event_stream.py`). No
 tokenizer, template, parser, assembler or middleware. So between the three
 relays of `floor_bench.py`:
 
@@ -36,7 +36,7 @@ from starlette.responses import PlainTextResponse, StreamingResponse  # noqa: E4
 from starlette.routing import Route  # noqa: E402
 
 from bare_relay import upstream_request  # noqa: E402
-from maya_server.engine.event_stream import DATA, Endpoint  # noqa: E402
+from maya_server.engine.upstream.event_stream import DATA, Endpoint  # noqa: E402
 
 
 def create_app(upstream_port: int, max_tokens: int, gather_ms: float = 0) -> Starlette:

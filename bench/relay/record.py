@@ -45,7 +45,7 @@ if str(ROOT) not in sys.path:
 from maya_server.neutral.conversation import Conversation, Message, TextPart  # noqa: E402
 from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
-from maya_server.engine.upstream_wire import completion_request, native_completion_request  # noqa: E402
+from maya_server.engine.upstream.wire import completion_request, native_completion_request  # noqa: E402
 
 RECORDINGS = Path(__file__).resolve().parent / "recordings"
 MODEL_ALIAS = "SmolLM2-135M-Instruct"

@@ -34,7 +34,7 @@ from maya_process import start_maya  # noqa: E402
 from bench.relay.record import PROMPT, prompt_ids, stop_ids  # noqa: E402
 from maya_server.config import default_model_path  # noqa: E402
 from maya_server.engine.base import SamplingParams  # noqa: E402
-from maya_server.engine.upstream_wire import completion_request  # noqa: E402
+from maya_server.engine.upstream.wire import completion_request  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer, write_model_dir  # noqa: E402
 
 

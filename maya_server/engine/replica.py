@@ -41,8 +41,8 @@ import httpx
 
 from ..errors import EngineOptionError, UpstreamError
 from .defaults import REPLICA_CHECK_TIMEOUT_S
-from .upstream import UpstreamEngine, UpstreamOptions
-from .upstream_probe import model_card, probe_upstream
+from .upstream.engine import UpstreamEngine, UpstreamOptions
+from .upstream.probe import model_card, probe_upstream
 
 log = logging.getLogger("maya.engine")
 

@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from .replica_router import Reason
 from .shared_affinity import SharedFigures
-from .upstream_health import OUTCOMES
+from .upstream.health import OUTCOMES
 
 if TYPE_CHECKING:
     from .replicas import ReplicaSetEngine

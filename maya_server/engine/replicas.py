@@ -49,7 +49,7 @@ from .replica import Replica
 from .replica_metrics import ReplicaCollector
 from .replica_router import Reason, ReplicaLoad, ReplicaRouter
 from .shared_affinity import SharedAffinity
-from .upstream import UpstreamOptions
+from .upstream.engine import UpstreamOptions
 
 log = logging.getLogger("maya.engine")
 

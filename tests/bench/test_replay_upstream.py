@@ -22,7 +22,7 @@ from bench.relay.floor_bench import start_bare, start_framework
 from bench.relay.replay import FORMATS, RECORDINGS, ReplayUpstream, build_script
 from maya_server.config import ServerConfig, default_model_path
 from maya_server.engine.base import SamplingParams
-from maya_server.engine.upstream_wire import (
+from maya_server.engine.upstream.wire import (
     completion_request, native_completion_request, parse_event, parse_native_event,
 )
 from maya_server.engine_setup import create_engine
@@ -185,7 +185,7 @@ def test_a_rate_paces_each_stream(recordings, ids):
 
 
 def test_the_replay_answers_the_start_up_probe_like_each_engine(replays):
-    from maya_server.engine.upstream_probe import probe_upstream
+    from maya_server.engine.upstream.probe import probe_upstream
     expected = {"llama-server": ("llama-server", 4), "vllm": ("vllm", None), "sglang": ("sglang", None)}
     for fmt, replay in replays.items():
         with httpx.Client(base_url=replay.url, timeout=10) as client:

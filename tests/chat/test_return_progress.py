@@ -1,7 +1,7 @@
 """return_progress: `prompt_progress` chunks before the first token, through the `openai` SDK.
 
 The scripted engine reports nothing, so Maya synthesizes a start and an end; an engine that reports
-progress itself (llama-server: tests/engine/test_upstream.py) has its own forwarded instead.
+progress itself (llama-server: tests/engine/upstream/test_engine.py) has its own forwarded instead.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from maya_server.neutral.events import PromptProgress
-from maya_server.engine.upstream_wire import completion_request, native_completion_request, parse_event
+from maya_server.engine.upstream.wire import completion_request, native_completion_request, parse_event
 from maya_server.engine.base import SamplingParams
 
 from tests.scripted import RecordingScriptedEngine

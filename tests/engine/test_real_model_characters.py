@@ -4,7 +4,7 @@ llama-server (Maya's child, SmolLM2) is started with a GBNF grammar (`--engine-a
 which llama-server applies to every request) that makes the model write exactly
 `FORCED`: U+2028, U+2029 and U+0085, which llama-server leaves unescaped and a text
 line splitter breaks at, the ASCII separators, emoji whose bytes span tokens, and CJK.
-(NUL cannot be spelled in a grammar; tests/engine/test_upstream_characters.py sends it
+(NUL cannot be spelled in a grammar; tests/engine/upstream/test_characters.py sends it
 through a fake engine.)
 """
 

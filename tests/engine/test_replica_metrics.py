@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from maya_server.engine.prefix_affinity import PrefixTable
 from maya_server.engine.replica_metrics import ReplicaCollector
 from maya_server.engine.replica_router import Reason
-from maya_server.engine.upstream_health import OUTCOMES, UpstreamHealth
+from maya_server.engine.upstream.health import OUTCOMES, UpstreamHealth
 
 
 def _replica(url, *, up, slots, in_flight, outcomes):

@@ -60,8 +60,8 @@ from .child import (
 from .build import built_backends, ensure_binary
 from .check import check_endpoints, check_flags
 from .tokenizer import LlamaServerTokenizer, TokenCache, TokenCacheCollector
-from ..upstream import UpstreamEngine
-from ..upstream_probe import measure_image_tokens, probe_upstream
+from ..upstream.engine import UpstreamEngine
+from ..upstream.probe import measure_image_tokens, probe_upstream
 
 log = logging.getLogger("maya.engine")
 

@@ -17,7 +17,7 @@ import pytest
 
 from maya_server.config import ServerConfig
 from maya_server.engine.base import SamplingParams
-from maya_server.engine.upstream_wire import completion_request
+from maya_server.engine.upstream.wire import completion_request
 from maya_server.engine_setup import create_engine
 
 from bench.relay.record import prompt_ids, stop_ids

@@ -9,8 +9,8 @@ import pytest
 from maya_server.config import default_model_path
 from maya_server.engine.base import Counts
 from maya_server.engine.detokenizer import MAX_PENDING, IncrementalDetokenizer
-from maya_server.engine.upstream_stream import GRACE_EVENTS, UNKNOWN_ID, TokenStream
-from maya_server.engine.upstream_wire import TokenRun, UpstreamChunk
+from maya_server.engine.upstream.stream import GRACE_EVENTS, UNKNOWN_ID, TokenStream
+from maya_server.engine.upstream.wire import TokenRun, UpstreamChunk
 from maya_server.errors import UpstreamError
 from maya_server.model.hf_tokenizer import HfTokenizer
 
@@ -161,8 +161,8 @@ def test_llama_servers_native_stream_read_and_mended_whole(tokenizer):
     """The `/completion` endpoint (a vision llama-server's): `content` raw in the JSON, one token id a chunk."""
     import orjson
 
-    from maya_server.engine.event_stream import SseLines
-    from maya_server.engine.upstream_wire import parse_native_event
+    from maya_server.engine.upstream.event_stream import SseLines
+    from maya_server.engine.upstream.wire import parse_native_event
 
     text = "a\u2028b\u0085c 🐉"
     frames = b"".join(b"data: " + orjson.dumps({"content": c.text, "tokens": list(c.token_ids or ()),

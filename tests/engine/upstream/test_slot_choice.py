@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from maya_server.engine.slot_choice import CHUNK_BYTES, SlotChooser, SlotChooserCollector, _encode, common_prefix
+from maya_server.engine.upstream.slot_choice import CHUNK_BYTES, SlotChooser, SlotChooserCollector, _encode, common_prefix
 
 INSTRUCTIONS = list(range(1000, 1600))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from maya_server.engine.upstream_probe import probe_upstream
+from maya_server.engine.upstream.probe import probe_upstream
 from maya_server.errors import UpstreamError, UpstreamUnavailable
 
 

@@ -7,8 +7,8 @@ import orjson
 import pytest
 
 from maya_server.engine.base import SamplingParams
-from maya_server.engine.upstream_health import UpstreamCollector, UpstreamHealth, public_url
-from maya_server.engine.upstream_wire import (
+from maya_server.engine.upstream.health import UpstreamCollector, UpstreamHealth, public_url
+from maya_server.engine.upstream.wire import (
     completion_request,
     error_from_response,
     parse_error_event,
@@ -29,7 +29,7 @@ def test_every_request_streams_token_ids_with_usage():
 
 
 def test_llama_server_gets_openai_sampling_and_sends_ids_without_probabilities():
-    from maya_server.engine.upstream_wire import native_completion_request
+    from maya_server.engine.upstream.wire import native_completion_request
 
     body = native_completion_request([1], SamplingParams(max_tokens=4))
     assert body["return_tokens"] is True and "n_probs" not in body
@@ -157,7 +157,7 @@ def test_health_counts_failures_until_a_success():
 
 
 def test_a_native_completion_stream():
-    from maya_server.engine.upstream_wire import native_completion_request, parse_native_event
+    from maya_server.engine.upstream.wire import native_completion_request, parse_native_event
 
     body = native_completion_request({"prompt_string": "a", "multimodal_data": []}, SamplingParams(max_tokens=5))
     assert (body["n_predict"], body["return_tokens"], body["top_k"], body["stream"]) == (5, True, 0, True)
@@ -174,7 +174,7 @@ def test_a_native_completion_stream():
 
 
 def test_a_multimodal_prompt_puts_each_image_at_its_position():
-    from maya_server.engine.upstream_wire import multimodal_prompt
+    from maya_server.engine.upstream.wire import multimodal_prompt
 
     class Letters:
         def decode(self, ids):
@@ -195,7 +195,7 @@ def _openai(text: str = "a", ids: tuple = (7,), finish: str | None = None, **ext
 
 
 def test_a_read_of_plain_token_events_is_one_run_of_ids_and_text():
-    from maya_server.engine.upstream_wire import token_run
+    from maya_server.engine.upstream.wire import token_run
 
     native = token_run([_native("The", (504,)), _native(" sun", (2388,)), _native("", [])], native=True)
     assert (native.ids, native.text, native.aligned) == ([504, 2388], "The sun", False)  # the last had none
@@ -225,7 +225,7 @@ def test_a_read_of_plain_token_events_is_one_run_of_ids_and_text():
 def test_any_other_event_leaves_the_read_to_be_parsed_event_by_event(native, odd_one):
     """`None`: the caller parses the read's events one by one (`parse_native_event`, `parse_event`), which is where
     an end, usage, progress, an error and an unusual encoding each get their meaning (or their error)."""
-    from maya_server.engine.upstream_wire import token_run
+    from maya_server.engine.upstream.wire import token_run
 
     plain = _native() if native else _openai()
     assert token_run([plain, odd_one], native) is None

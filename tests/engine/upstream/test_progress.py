@@ -14,7 +14,7 @@ from maya_server.engine_setup import create_engine
 from tests.gguf_model_dir import write_model_dir
 from tests.llama_server import LlamaServer
 from tests.server import RunningServer
-from tests.engine.test_upstream import upstream_config
+from tests.engine.upstream.test_engine import upstream_config
 
 pytestmark = pytest.mark.upstream
 

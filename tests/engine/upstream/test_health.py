@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from maya_server.engine.upstream_health import OUTCOMES, UpstreamCollector, UpstreamHealth, public_url
+from maya_server.engine.upstream.health import OUTCOMES, UpstreamCollector, UpstreamHealth, public_url
 
 
 @pytest.mark.parametrize("url, shown", [

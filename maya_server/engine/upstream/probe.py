@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from ..errors import UpstreamError, UpstreamUnavailable
-from .upstream_wire import UpstreamKind, error_from_response
+from ...errors import UpstreamError, UpstreamUnavailable
+from .wire import UpstreamKind, error_from_response
 
 _KINDS: dict[str, UpstreamKind] = {"vllm": "vllm", "sglang": "sglang", "llamacpp": "llama-server"}
 

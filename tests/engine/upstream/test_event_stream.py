@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from maya_server.engine.event_stream import DATA, ERROR, EVENT_LIMIT, Endpoint, SseLines
+from maya_server.engine.upstream.event_stream import DATA, ERROR, EVENT_LIMIT, Endpoint, SseLines
 from maya_server.errors import UpstreamError, UpstreamUnavailable
 
 LINE_LIKE = "\u2028\u2029\u0085\u000b\u000c\u001c\u001d\u001e"

@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from typing import AbstractSet
 
-from ..errors import UpstreamError
-from ..model.tokenizer import Tokenizer
-from .base import Counts, EngineFinishReason, GeneratedToken
-from .detokenizer import IncrementalDetokenizer
-from .upstream_wire import TokenRun, UpstreamChunk
+from ...errors import UpstreamError
+from ...model.tokenizer import Tokenizer
+from ..base import Counts, EngineFinishReason, GeneratedToken
+from ..detokenizer import IncrementalDetokenizer
+from .wire import TokenRun, UpstreamChunk
 
 UNKNOWN_ID = -1
 """The id of a token whose upstream sent text only."""

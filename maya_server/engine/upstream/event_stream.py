@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import AsyncIterator
 from urllib.parse import urlsplit
 
-from ..errors import UpstreamError, UpstreamUnavailable
-from .defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+from ...errors import UpstreamError, UpstreamUnavailable
+from ..defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
 HEAD_LIMIT = 65536
 """The status line and headers together may not exceed this."""

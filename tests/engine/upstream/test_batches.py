@@ -13,8 +13,8 @@ import json
 import pytest
 
 from maya_server.engine.base import GeneratedToken, Generation, SamplingParams
-from maya_server.engine.upstream import UpstreamEngine
-from maya_server.engine.upstream_probe import UpstreamInfo
+from maya_server.engine.upstream.engine import UpstreamEngine
+from maya_server.engine.upstream.probe import UpstreamInfo
 
 from tests.gguf_model_dir import smollm2_tokenizer
 
@@ -92,7 +92,7 @@ def test_a_lone_stream_is_read_at_once(tokenizer):
 def test_a_stream_slower_than_the_wait_is_read_at_once(tokenizer, monkeypatch):
     """Tokens 60 ms apart with a 20 ms wait: waiting would gather nothing, so reads do not wait (a stall of the
     machine may still put two tokens in one read now and then); 5 ms apart, they do."""
-    from maya_server.engine.event_stream import EventStream
+    from maya_server.engine.upstream.event_stream import EventStream
     waits: list[float] = []
     real_gather = EventStream.gather
 

@@ -29,9 +29,9 @@ from typing import Any, Iterable, Literal
 
 import orjson
 
-from ..errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
-from ..neutral.events import PromptProgress
-from .base import SamplingParams
+from ...errors import UpstreamError, UpstreamRejected, UpstreamUnavailable
+from ...neutral.events import PromptProgress
+from ..base import SamplingParams
 
 UpstreamKind = Literal["llama-server", "vllm", "sglang", "openai"]
 ERROR_MESSAGE_LIMIT = 400

@@ -41,19 +41,19 @@ from typing import AsyncIterator, Callable
 import httpx
 import orjson
 
-from ..errors import EngineError, EngineOptionError, UpstreamError, UpstreamRejected, UpstreamUnavailable
-from ..model.chat_template import template_from_model_dir
-from ..model.hf_tokenizer import HfTokenizer
-from ..model.tokenizer import Tokenizer
-from .base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
-from .defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+from ...errors import EngineError, EngineOptionError, UpstreamError, UpstreamRejected, UpstreamUnavailable
+from ...model.chat_template import template_from_model_dir
+from ...model.hf_tokenizer import HfTokenizer
+from ...model.tokenizer import Tokenizer
+from ..base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
+from ..defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from .event_stream import DATA, ERROR, Endpoint
-from .prefill_gate import PrefillGate, PrefillGateCollector
+from ..prefill_gate import PrefillGate, PrefillGateCollector
 from .slot_choice import SlotChooser, SlotChooserCollector
-from .upstream_health import UpstreamCollector, UpstreamHealth, public_url
-from .upstream_probe import UpstreamInfo, measure_image_tokens, probe_upstream
-from .upstream_stream import TokenStream
-from .upstream_wire import (
+from .health import UpstreamCollector, UpstreamHealth, public_url
+from .probe import UpstreamInfo, measure_image_tokens, probe_upstream
+from .stream import TokenStream
+from .wire import (
     NATIVE_PATH, TokenRun, completion_request, error_from_response, multimodal_prompt, native_completion_request,
     parse_error_event, parse_event, parse_native_event, token_run,
 )
