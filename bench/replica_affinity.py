@@ -20,7 +20,7 @@ first turns' TTFT beside them; then affinity's figures over round-robin's.
 real redis-server (`--store redis://…`, tests/redis_server.py), and each session
 alternating between them turn by turn (session s sends turn t to Maya (s + t) mod 2),
 as a load balancer without sticky sessions does. Three runs then: `shared` (affinity,
-the Mayas sharing where each prompt went through Redis, `engine/shared_affinity.py`),
+the Mayas sharing where each prompt went through Redis, `engine/replicas/shared_affinity.py`),
 `local` (affinity, each Maya on its own table: `--replica-affinity-shared-ttl-s 0`)
 and `round-robin` (each Maya its own turn counter, as plain load balancing).
 

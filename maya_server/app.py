@@ -22,7 +22,7 @@ from .errors import JobCleanupError, NotFoundError
 from .families import get_family
 from .engine.base import Engine
 from .engine.fifo import EngineQueue
-from .engine.shared_affinity import SharedAffinity
+from .engine.replicas.shared_affinity import SharedAffinity
 from .engine_setup import with_served_model
 from .pipeline.generation import GenerationService
 from .pipeline.cache_scope import isolates
@@ -159,7 +159,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
 
 def share_affinity(config: ServerConfig, engine: Engine, store) -> SharedAffinity | None:
     """With a Redis store and engine replicas routed by affinity, the Maya replicas share where each prompt went
-    (`engine/shared_affinity.py`), through the store's connection pool; None otherwise, or with the TTL at 0."""
+    (`engine/replicas/shared_affinity.py`), through the store's connection pool; None otherwise, or with the TTL at 0."""
     link = getattr(store, "link", None)
     if link is None or not config.replica_affinity_shared_ttl_s:
         return None

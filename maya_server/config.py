@@ -126,7 +126,7 @@ class ServerConfig:
     model_name: str | None = None
     tokenizer: str | None = None
     upstream_url: tuple[str, ...] = ()
-    """The engine replicas' base URLs (one, or several serving the same model: see `engine/replicas.py`); a single
+    """The engine replicas' base URLs (one, or several serving the same model: see `engine/replicas/engine.py`); a single
     string given here is taken as a one-URL tuple."""
     upstream_key: str | None = field(default=None, repr=False)
     upstream_model: str | None = None
@@ -140,14 +140,14 @@ class ServerConfig:
     """Prefix blocks (16 prompt tokens each) the affinity table remembers, least recently used dropped first."""
     replica_affinity_shared_ttl_s: float = AFFINITY_SHARED_TTL_S
     """With a Redis store and several upstream URLs: seconds the Maya replicas share where each prompt went, so a
-    conversation's turns reach its engine replica whichever Maya routes them (`engine/shared_affinity.py`); 0: off."""
+    conversation's turns reach its engine replica whichever Maya routes them (`engine/replicas/shared_affinity.py`); 0: off."""
     replica_affinity_shared_lookup_blocks: int = AFFINITY_SHARED_LOOKUP_BLOCKS
     """Prefix blocks (16 tokens each) of a prompt's deep end looked up in Redis, past what the local table matched."""
     replica_probe_s: float = REPLICA_PROBE_S
     """Seconds between checks of a replica taken out after a failure, until it answers again."""
     replica_check_s: float = REPLICA_CHECK_S
     """Seconds between liveness checks of each replica in rotation (0: none): one that accepts connections but
-    does not answer is taken out, and its requests that heard nothing move on (`engine/replica.py`)."""
+    does not answer is taken out, and its requests that heard nothing move on (`engine/replicas/replica.py`)."""
     replica_check_timeout: float = REPLICA_CHECK_TIMEOUT_S
     """Seconds a replica has to answer a liveness check or a probe."""
     prefill_concurrency: int = 0

@@ -33,7 +33,7 @@ log = logging.getLogger("maya")
 if TYPE_CHECKING:  # each engine's module is imported only when that engine is configured
     from .families.conformance import TemplateCheck
     from .engine.llama_server.engine import EmbeddedOptions
-    from .engine.replicas import ReplicaSetOptions
+    from .engine.replicas.engine import ReplicaSetOptions
     from .engine.upstream.engine import UpstreamOptions
 
 EMBEDDED_SETTINGS: Mapping[str, str] = {
@@ -94,7 +94,7 @@ def _start(config: ServerConfig) -> Engine:
             engine.images_refusal = f"{engine.images_refusal}; {MMPROJ_HINT}"
         return engine
     if config.engine == "upstream" and len(config.upstream_url) > 1:
-        from .engine.replicas import ReplicaSetEngine
+        from .engine.replicas.engine import ReplicaSetEngine
 
         return ReplicaSetEngine.connect(replica_set_options(config))
     if config.engine == "upstream":
@@ -140,7 +140,7 @@ def upstream_options(config: ServerConfig, url: str | None = None) -> UpstreamOp
 
 
 def replica_set_options(config: ServerConfig) -> ReplicaSetOptions:
-    from .engine.replicas import ReplicaSetOptions
+    from .engine.replicas.engine import ReplicaSetOptions
 
     return ReplicaSetOptions(
         replicas=tuple(upstream_options(config, url) for url in config.upstream_url),

@@ -21,7 +21,7 @@ TOKENIZE_CACHE_MIB = 64
 TOKENIZE_TIMEOUT_S = 30.0
 """Seconds the embedded engine waits for llama-server's `/tokenize` of one prompt text run."""
 REPLICA_ROUTING = "affinity"
-"""How requests are spread over replicas (`replica_router.py`)."""
+"""How requests are spread over replicas (`replicas/router.py`)."""
 AFFINITY_ENTRIES = 131072
 """Prefix blocks (16 prompt tokens each) the affinity table remembers."""
 AFFINITY_SHARED_TTL_S = 3600.0

@@ -1,4 +1,4 @@
-"""The engine replicas' shared prefix affinity (`engine/shared_affinity.py`) kept in the store's Redis.
+"""The engine replicas' shared prefix affinity (`engine/replicas/shared_affinity.py`) kept in the store's Redis.
 
 One key per prompt tip, `<prefix>affinity:<16 hex digits>` (a salted hash of token ids, never text) → the URL
 of the engine replica the prompt went to (without credentials), expiring after the TTL. Lookups are one MGET,

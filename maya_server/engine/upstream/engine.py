@@ -314,7 +314,7 @@ class UpstreamEngine(Engine):
     def fail_silent(self, since: float, reason: str) -> int:
         """End, with `UpstreamUnavailable(reason)`, every request in flight that has heard nothing from the upstream
         since `since` (loop time): the upstream was found unresponsive then. How many there were. A request
-        that heard nothing at all is then sent to another replica (`replicas.py`); one mid-stream ends with the
+        that heard nothing at all is then sent to another replica (`replicas/engine.py`); one mid-stream ends with the
         upstream's error, as after a broken connection."""
         return sum(connection.fail_if_silent_since(since, UpstreamUnavailable(reason))
                    for connection in list(self.live))

@@ -144,7 +144,7 @@ def test_keys_never_route_after_each_others_prompts_on_either_maya(mayas, upstre
 
 
 def test_redis_down_routes_on_each_mayas_own_table_and_comes_back(mayas, upstreams, tmp_path, monkeypatch):
-    monkeypatch.setattr("maya_server.engine.shared_affinity.RETRY_S", 0.3)
+    monkeypatch.setattr("maya_server.engine.replicas.shared_affinity.RETRY_S", 0.3)
     redis = RedisServer(tmp_path)
     try:
         a, b = mayas(2, store=redis.url, store_command_timeout=0.5, store_connect_timeout=0.5)

@@ -39,10 +39,10 @@ from typing import Callable
 
 import httpx
 
-from ..errors import EngineOptionError, UpstreamError
-from .defaults import REPLICA_CHECK_TIMEOUT_S
-from .upstream.engine import UpstreamEngine, UpstreamOptions
-from .upstream.probe import model_card, probe_upstream
+from ...errors import EngineOptionError, UpstreamError
+from ..defaults import REPLICA_CHECK_TIMEOUT_S
+from ..upstream.engine import UpstreamEngine, UpstreamOptions
+from ..upstream.probe import model_card, probe_upstream
 
 log = logging.getLogger("maya.engine")
 

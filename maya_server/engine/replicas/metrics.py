@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from .replica_router import Reason
+from .router import Reason
 from .shared_affinity import SharedFigures
-from .upstream.health import OUTCOMES
+from ..upstream.health import OUTCOMES
 
 if TYPE_CHECKING:
-    from .replicas import ReplicaSetEngine
+    from .engine import ReplicaSetEngine
 
 
 class ReplicaCollector:

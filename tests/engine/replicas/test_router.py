@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from maya_server.engine.replica_router import Reason, ReplicaLoad, ReplicaRouter
+from maya_server.engine.replicas.router import Reason, ReplicaLoad, ReplicaRouter
 
 
 def loads(*in_flight: int, slots: int = 2, up=None, routed=None) -> list[ReplicaLoad]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections import Counter
 from types import SimpleNamespace
 
-from maya_server.engine.prefix_affinity import PrefixTable
-from maya_server.engine.replica_metrics import ReplicaCollector
-from maya_server.engine.replica_router import Reason
+from maya_server.engine.replicas.prefix_affinity import PrefixTable
+from maya_server.engine.replicas.metrics import ReplicaCollector
+from maya_server.engine.replicas.router import Reason
 from maya_server.engine.upstream.health import OUTCOMES, UpstreamHealth
 
 

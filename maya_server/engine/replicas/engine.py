@@ -2,7 +2,7 @@
 
 A load balancer in front of data-parallel engines scatters a conversation's
 turns, and each turn then prefills the whole history again on a replica that
-never saw it. Maya routes instead (`replica_router.py`): a prompt goes to the
+never saw it. Maya routes instead (`replicas/router.py`): a prompt goes to the
 replica that was sent its longest prefix (`prefix_affinity.py`, on token ids),
 a new conversation to the least loaded one. Each replica is an ordinary
 `UpstreamEngine`, so the relay, its wire formats and its health record are
@@ -40,16 +40,16 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import AsyncIterator
 
-from ..errors import EngineOptionError, UpstreamError, UpstreamRejected
-from .base import Counts, Engine, Generation, StreamItem
-from .defaults import AFFINITY_ENTRIES, REPLICA_CHECK_S, REPLICA_CHECK_TIMEOUT_S, REPLICA_PROBE_S, REPLICA_ROUTING
-from .prefill_gate import PrefillGateCollector
+from ...errors import EngineOptionError, UpstreamError, UpstreamRejected
+from ..base import Counts, Engine, Generation, StreamItem
+from ..defaults import AFFINITY_ENTRIES, REPLICA_CHECK_S, REPLICA_CHECK_TIMEOUT_S, REPLICA_PROBE_S, REPLICA_ROUTING
+from ..prefill_gate import PrefillGateCollector
 from .prefix_affinity import PrefixTable, block_keys
 from .replica import Replica
-from .replica_metrics import ReplicaCollector
-from .replica_router import Reason, ReplicaLoad, ReplicaRouter
+from .metrics import ReplicaCollector
+from .router import Reason, ReplicaLoad, ReplicaRouter
 from .shared_affinity import SharedAffinity
-from .upstream.engine import UpstreamOptions
+from ..upstream.engine import UpstreamOptions
 
 log = logging.getLogger("maya.engine")
 

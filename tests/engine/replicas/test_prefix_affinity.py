@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from maya_server.engine.prefix_affinity import BLOCK_TOKENS, PrefixTable, block_keys
+from maya_server.engine.replicas.prefix_affinity import BLOCK_TOKENS, PrefixTable, block_keys
 
 INSTRUCTIONS = list(range(1000, 1000 + 4 * BLOCK_TOKENS))
 
@@ -60,7 +60,7 @@ def test_a_forgotten_replica_holds_nothing_and_others_keep_theirs():
 
 
 def test_a_salt_keeps_one_keys_prefixes_from_matching_anothers():
-    from maya_server.engine.prefix_affinity import block_keys
+    from maya_server.engine.replicas.prefix_affinity import block_keys
 
     prompt = list(range(64))
     assert block_keys(prompt, "salt-a") == block_keys(prompt, "salt-a")
@@ -76,7 +76,7 @@ def test_keys_are_the_same_in_every_process_salted_or_not():
     import subprocess
     import sys
 
-    script = ("from maya_server.engine.prefix_affinity import block_keys; "
+    script = ("from maya_server.engine.replicas.prefix_affinity import block_keys; "
               "print(block_keys(list(range(64)), 'salt-a'), block_keys(list(range(64))))")
     outputs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}

@@ -12,7 +12,7 @@ conversation that only shares instructions with earlier ones passes no tip
 (their prompts ended in their own messages) and matches nowhere, so routing
 spreads it by load instead of piling every conversation that starts with a
 popular system prompt onto the replica that saw it first
-(`replica_router.py`).
+(`replicas/router.py`).
 
 The token ids, not `prompt_cache_key`, are what is matched: the contract takes
 that key as a hint only, and two requests with one history share a prefix
