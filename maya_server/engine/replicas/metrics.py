@@ -1,6 +1,6 @@
 """`maya:upstream_*` and `maya:replica_*` metrics of a replica set, read at scrape time.
 
-The single upstream's metrics (`upstream_health.UpstreamCollector`), each labelled by its replica's URL (without
+The single upstream's metrics (`upstream/health.py`'s `UpstreamCollector`), each labelled by its replica's URL (without
 credentials), plus what routing did: requests routed by replica and reason, Maya's streams on each replica, and
 the affinity table's size against its bound, evictions, lookups and lookups that found a prefix; with the
 affinity shared by several Maya replicas (`shared_affinity.py`), its lookups, hits, errors and writes.
@@ -8,20 +8,29 @@ affinity shared by several Maya replicas (`shared_affinity.py`), its lookups, hi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import Counter, Iterator, Protocol, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from .router import Reason
-from .shared_affinity import SharedFigures
 from ..upstream.health import OUTCOMES
+from .prefix_affinity import PrefixTable
+from .replica import Replica
+from .router import Reason
+from .shared_affinity import SharedAffinity, SharedFigures
 
-if TYPE_CHECKING:
-    from .engine import ReplicaSetEngine
+
+class ReplicaSetFigures(Protocol):
+    """What the collector reads of the replica set it is handed (`ReplicaSetEngine` is one): it never imports
+    the set, so the set can import its collector without a circle."""
+
+    replicas: Sequence[Replica]
+    routes: Counter[tuple[int, Reason]]
+    table: PrefixTable
+    shared: SharedAffinity | None
 
 
 class ReplicaCollector:
-    def __init__(self, engine: "ReplicaSetEngine") -> None:
+    def __init__(self, engine: ReplicaSetFigures) -> None:
         self._engine = engine
 
     def collect(self) -> Iterator[Metric]:
