@@ -31,7 +31,7 @@ from maya_server.neutral.events import Finished, TextDelta, Usage  # noqa: E402
 from maya_server.responses.assembler import ResponseAssembler  # noqa: E402
 from maya_server.responses.request import parse_responses_request  # noqa: E402
 from maya_server.responses.settings import ResponsesSettings  # noqa: E402
-from maya_server.responses.store_open import open_store  # noqa: E402
+from maya_server.responses.store.opening import open_store  # noqa: E402
 from maya_server.responses.stored_items import stored_input_items  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 

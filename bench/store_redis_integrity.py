@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from maya_server.config import ServerConfig  # noqa: E402
 from maya_server.responses.settings import ResponsesSettings  # noqa: E402
-from maya_server.responses.store_open import open_store  # noqa: E402
+from maya_server.responses.store.opening import open_store  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 
 OWNER = "bench"
@@ -32,7 +32,7 @@ BEFORE = "90d8ab3"
 
 
 def old_read() -> str:
-    source = subprocess.run(["git", "show", f"{BEFORE}:maya_server/responses/store_redis_lua.py"], cwd=ROOT,
+    source = subprocess.run(["git", "show", f"{BEFORE}:maya_server/responses/store/redis_lua.py"], cwd=ROOT,
                             capture_output=True, text=True, check=True).stdout
     scope: dict = {}
     exec(compile(source, "old_store_redis_lua", "exec"), scope)

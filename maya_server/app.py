@@ -51,10 +51,10 @@ from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
-from .responses.store_open import open_jobs, open_store
+from .responses.store.opening import open_jobs, open_store
 from .responses.collectors import JobCollector, StoreCollector
 from .responses.jobs import JobManager
-from .responses.redis_affinity import RedisAffinity
+from .responses.store.redis_affinity import RedisAffinity
 
 
 def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], float] | None = None,

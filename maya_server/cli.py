@@ -242,7 +242,7 @@ def run(argv: Sequence[str] | None = None, *, prog: str = "maya", default_family
         from .engine_setup import create_engine
 
         from .responses.settings import ResponsesSettings
-        from .responses.store_open import check_eviction_policy
+        from .responses.store.opening import check_eviction_policy
 
         ResponsesSettings.from_environ(config.environ)  # refuse bad settings before loading a model
         check_eviction_policy(config)  # --store-require-noeviction: Redis must keep Maya's keys

@@ -31,7 +31,7 @@ from .families import FAMILY_NAMES as FAMILIES
 from .images.limits import MAX_SIDE as IMAGE_MAX_SIDE, ImageLimits
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 from .mcp.settings import McpSettings
-from .responses.store_open import check_store_url
+from .responses.store.opening import check_store_url
 from .util.json_depth import MAX_JSON_DEPTH
 
 ENGINES = ("llamacpp", "scripted", "upstream")
@@ -170,7 +170,7 @@ class ServerConfig:
     mcp_max_calls: int = McpSettings.max_calls
     store: str = field(default="memory", repr=False)
     """Where stored responses live: `memory` (this process) or a redis://, rediss:// or unix:// URL shared by every
-    replica (`responses/store_open.py`); repr=False since a URL may carry a password."""
+    replica (`responses/store/opening.py`); repr=False since a URL may carry a password."""
     store_password_file: str | None = None
     store_secret_file: str | None = None
     """A file whose content keys the owner scopes written to Redis (HMAC), so a copy of Redis cannot test keys."""
@@ -181,7 +181,7 @@ class ServerConfig:
     store_pool_size: int = 32
     store_require_noeviction: bool = False
     """Refuse to start when Redis may evict Maya's keys (an `allkeys-*` maxmemory-policy, or one Maya cannot read):
-    `responses/redis_config.py`."""
+    `responses/store/redis_config.py`."""
     job_lease_s: float = 10.0
     """With a Redis store: seconds a replica's lease on a background task lasts unrenewed; past it another replica
     fails the task (`responses/jobs_redis.py`)."""

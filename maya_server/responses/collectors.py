@@ -15,8 +15,8 @@ from typing import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
 from .jobs import JobManager
-from .redis_config import KINDS as REDIS_WARNING_KINDS
-from .store_interface import ResponseStoreBackend
+from .store.redis_config import KINDS as REDIS_WARNING_KINDS
+from .store.interface import ResponseStoreBackend
 
 GAUGES = {
     "entries": "Stored responses",

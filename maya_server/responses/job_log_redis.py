@@ -28,7 +28,7 @@ import orjson
 
 from ..errors import EventTooLarge, StoreUnavailableError
 from .event_log import LoggedEvent, cursor_problem, overtaken_error
-from .redis_link import RedisLink
+from .store.redis_link import RedisLink
 
 SNAPSHOT_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 """Events after which a retrieve's answer differs: the snapshot is written with them."""

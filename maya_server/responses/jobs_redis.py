@@ -46,7 +46,7 @@ from .job_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from .jobs import (
     ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
-from .redis_link import RedisLink, every
+from .store.redis_link import RedisLink, every
 from .settings import ResponsesSettings
 
 SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES")

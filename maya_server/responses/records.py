@@ -36,7 +36,7 @@ import orjson
 from ..errors import ConflictError, InvalidRequestError, NotFoundError
 from .jobs import Job, JobManager
 from .request import ResponsesRequest
-from .store_interface import ResponseStoreBackend, StoredHistory
+from .store.interface import ResponseStoreBackend, StoredHistory
 from .stored_turn import StoredTurn
 from .unstored import UnstoredResponses
 from ..util.echoed import echoed

@@ -37,7 +37,7 @@ import orjson
 
 from .request import ResponsesRequest
 from .request_items import InputItem
-from .store_interface import ResponseStoreBackend, StoredHistory
+from .store.interface import ResponseStoreBackend, StoredHistory
 from .stored_items import replay, stored_input_items
 from .unstored import UnstoredResponses
 

@@ -18,10 +18,10 @@ from typing import Callable
 import pytest
 
 from maya_server.config import ServerConfig
-from maya_server.responses import store_redis
+from maya_server.responses.store import redis as store_redis
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store import REFERENCE_BYTES
-from maya_server.responses.store_open import open_store
+from maya_server.responses.store.core import REFERENCE_BYTES
+from maya_server.responses.store.opening import open_store
 
 from tests.redis_server import RedisServer
 

@@ -12,7 +12,7 @@ from maya_server.responses.collectors import (
 )
 from maya_server.responses.jobs import JobManager
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store_memory import MemoryStore
+from maya_server.responses.store.memory import MemoryStore
 
 
 def _samples(collector) -> dict:

@@ -21,7 +21,7 @@ from maya_server.responses import jobs_redis_lua as lua
 from maya_server.responses.job_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from maya_server.responses.jobs_redis import SCRIPTS
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store_open import open_store
+from maya_server.responses.store.opening import open_store
 
 from tests.responses.store_backends import shared_redis, unique_prefix
 

@@ -18,10 +18,10 @@ from maya_server.responses.event_log import EventLog
 from maya_server.responses.jobs import Job, JobManager
 from maya_server.responses.records import ResponseRecords
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store_memory import MemoryStore
+from maya_server.responses.store.memory import MemoryStore
 
 from tests.responses.helpers import parse
-from tests.responses.test_store import answer, item, response
+from tests.responses.store.test_core import answer, item, response
 
 ALICE, BOB = "alice-key-hash", "bob-key-hash"
 

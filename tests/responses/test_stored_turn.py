@@ -17,13 +17,13 @@ from maya_server.errors import InvalidRequestError
 from maya_server.responses.jobs import JobManager
 from maya_server.responses.records import ResponseRecords
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store_memory import MemoryStore
+from maya_server.responses.store.memory import MemoryStore
 from maya_server.responses.stored_turn import StoredTurn
 
 from tests.responses.api.sse import iter_frames, read_stream
 from tests.server import wait_for
 from tests.responses.helpers import parse
-from tests.responses.test_store import answer, item, response
+from tests.responses.store.test_core import answer, item, response
 
 OWNER = "public"  # the owner of every request to a server without API keys
 SLOW = "tick " * 400  # ~4 s at the delay below: far longer than any check needs

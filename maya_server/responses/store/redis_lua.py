@@ -3,7 +3,7 @@
 A script runs alone on the Redis server, so a put, a read or a delete is never seen half-done by any
 replica, and the entry, byte and owner bounds are checked and enforced (LRU eviction) in the same step
 as the write that would break them. Keys (P is the configured prefix, O an owner scope, never a
-credential; see `store_redis.py`):
+credential; see `store/redis.py`):
 
     P e:RID        hash   one stored response: o (owner scope), l (lineage id), ie/oe (its input and output
                           end in the lineage), own (its own JSON), env (its envelope's digest), x (expiry, s),
@@ -19,7 +19,7 @@ credential; see `store_redis.py`):
     P ob, P oe     hash   owner scope → bytes, entries
 
 The bytes charged are what Redis holds for them (the JSON plus a per-key overhead measured with MEMORY USAGE,
-passed in as ARGV by `store_redis.py`), so the byte bounds bound Redis's memory.
+passed in as ARGV by `store/redis.py`), so the byte bounds bound Redis's memory.
 
 Redis may lose keys behind Maya's back (an `allkeys-lru` eviction, a person's DEL, a restart that kept an older
 snapshot). So a read is whole or it is an error: READ and DELETE check every key the entry needs (its fields,
@@ -29,7 +29,7 @@ a block again when its refcount says it exists but its key is gone, and never ex
 are not all there. Reads never need to write: their LRU touch and expiry purge are best-effort, since Redis at
 `maxmemory` under `noeviction` refuses a script's first memory-growing write (not a DEL, ZREM or HDEL, and
 nothing once the script has written). Freeing room on a full Redis and rebuilding drifted figures are
-`store_redis_upkeep_lua.py`'s.
+`store/redis_upkeep_lua.py`'s.
 """
 
 COMMON = r"""

@@ -1,7 +1,7 @@
 """The response store on Redis (or Valkey): one store shared by every Maya replica, kept across restarts.
 
-The layout is the memory store's (`store.py`): immutable item blocks, lineages of block references shared by
-one chain of responses, and small entries. Every operation is one Lua script (`store_redis_lua.py`), so a
+The layout is the memory store's (`store/core.py`): immutable item blocks, lineages of block references shared by
+one chain of responses, and small entries. Every operation is one Lua script (`store/redis_lua.py`), so a
 response is stored whole or not at all, a continuation reads a whole chain or nothing, and the entry, byte
 and owner bounds with their LRU eviction hold for the fleet, not per replica.
 
@@ -44,18 +44,18 @@ from typing import Callable, Iterator, Sequence
 import orjson
 from redis.exceptions import ResponseError
 
-from ..errors import NotFoundError, StoreUnavailableError
-from ..util.echoed import echoed
-from . import store_redis_lua as lua
-from . import store_redis_upkeep_lua as upkeep
+from ...errors import NotFoundError, StoreUnavailableError
+from ...util.echoed import echoed
+from . import redis_lua as lua
+from . import redis_upkeep_lua as upkeep
 from .redis_link import SCOPE_HEX, UNREACHABLE, RedisLink, every
-from .settings import ResponsesSettings
-from .store import StoreCounters, not_found, _too_large, no_room, reserve_assembly
-from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
+from ..settings import ResponsesSettings
+from .core import StoreCounters, not_found, _too_large, no_room, reserve_assembly
+from .packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
 BLOCK_OVERHEAD = 80
 """What Redis holds per block besides its JSON and key name: the key's entry, the string object and its
-reference count in the owner's `rc` hash (measured with MEMORY USAGE; `tests/responses/test_store_redis.py`)."""
+reference count in the owner's `rc` hash (measured with MEMORY USAGE; `tests/responses/store/test_redis.py`)."""
 SLOT_BYTES = 28
 """One lineage slot: a 24-character digest in a list node."""
 LINEAGE_BYTES = 200

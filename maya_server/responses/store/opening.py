@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ConfigError
-from .settings import ResponsesSettings
-from .store_interface import ResponseStoreBackend
-from .jobs import JobManager
-from .store_memory import MemoryStore
+from ...errors import ConfigError
+from ..settings import ResponsesSettings
+from .interface import ResponseStoreBackend
+from ..jobs import JobManager
+from .memory import MemoryStore
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
@@ -66,7 +66,7 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
     if config.store == "memory":
         return MemoryStore(settings, clock=clock or time.monotonic)
     from .redis_link import RedisLink
-    from .store_redis import RedisStore
+    from .redis import RedisStore
 
     link = RedisLink(_redis_client(config), prefix=config.store_prefix,
                      secret=read_secret("store_secret_file", config.store_secret_file),
@@ -144,8 +144,8 @@ def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, 
         return JobManager(settings, clock=clock or time.monotonic, **options)
     from redis.asyncio import BlockingConnectionPool, Redis
 
-    from .job_log_redis import BLOCK_MS
-    from .jobs_redis import RedisJobManager
+    from ..job_log_redis import BLOCK_MS
+    from ..jobs_redis import RedisJobManager
 
     tail_pool = BlockingConnectionPool.from_url(
         config.store, max_connections=settings.stream_readers, timeout=config.store_command_timeout,

@@ -41,10 +41,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from ..errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
-from ..util.echoed import echoed
-from .settings import ResponsesSettings
-from .store_packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
+from ...errors import NotFoundError, ServiceUnavailableError, StorageCapacityError
+from ...util.echoed import echoed
+from ..settings import ResponsesSettings
+from .packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
 REFERENCE_BYTES = 8
 """What one lineage slot (a reference to a block) counts for."""

@@ -1,7 +1,7 @@
 """What the Responses service needs of a response store, whichever keeps the bytes.
 
-Two backends implement it: `MemoryStore` (`store_memory.py`, this process's memory: the default) and
-`RedisStore` (`store_redis.py`, shared by every replica and kept across restarts); `store_open.py` picks one
+Two backends implement it: `MemoryStore` (`store/memory.py`, this process's memory: the default) and
+`RedisStore` (`store/redis.py`, shared by every replica and kept across restarts); `store/opening.py` picks one
 from `--store`. Operations that reach the stored bytes are coroutines, since Redis is a network round trip;
 `check_fits`, `assembling` and `stats` only read settings and this process's figures, so they stay plain
 calls. Every error is a `MayaError`: 404 for what the owner cannot see, 413 for what can never fit, 503 for

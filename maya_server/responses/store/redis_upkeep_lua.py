@@ -4,13 +4,13 @@ EVICT frees room when Redis refuses a PUT for memory (its `maxmemory` under `noe
 least recently used entries, and its first write is a DEL, which a full Redis never refuses. RECOUNT rebuilds
 every derived key and figure from the entries that really exist, after Redis lost keys behind Maya's back (an
 eviction, a flush, a person's DEL): broken entries and orphan blocks go, and the counters become true again.
-Both are run rarely (`store_redis.py` loads them on a probe, while Redis has room to compile them), so they live
-apart from the scripts every request runs (`store_redis_lua.py`, whose COMMON functions and key layout they share):
+Both are run rarely (`store/redis.py` loads them on a probe, while Redis has room to compile them), so they live
+apart from the scripts every request runs (`store/redis_lua.py`, whose COMMON functions and key layout they share):
 
     P recount      string the fleet's recount lock (SET NX PX: at most one recount per probe interval)
 """
 
-from .store_redis_lua import COMMON
+from .redis_lua import COMMON
 
 EVICT = COMMON + r"""
 -- ARGV: P BLOCK SLOT LINEAGE | want most: Redis refused a PUT for memory; remove the fleet's least recently used

@@ -9,11 +9,11 @@ from maya_server.neutral.events import TextDelta
 from maya_server.neutral.events import Finished, Usage
 from maya_server.responses.assembler import ResponseAssembler
 from maya_server.responses.request import parse_responses_request
-from maya_server.responses.store_packing import (
+from maya_server.responses.store.packing import (
     ENTRY_KEYS, pack_envelope, pack_item, pack_own, unpack_item, unpack_own, unpack_response,
 )
 
-from tests.responses.test_store import answer, item, response
+from tests.responses.store.test_core import answer, item, response
 
 FULL_USAGE = {"input_tokens": 9, "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
               "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2}, "total_tokens": 14}

@@ -13,11 +13,11 @@ from maya_server.config import ServerConfig, build_config
 from maya_server.errors import ConfigError, NotFoundError, StoreUnavailableError
 from maya_server.http.auth import owner_of
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store_open import shown_url
+from maya_server.responses.store.opening import shown_url
 
 from tests.redis_server import RedisServer, command, free_port
 from tests.responses.store_backends import open_sync_store, shared_redis
-from tests.responses.test_store import answer, item, put_chain, response
+from tests.responses.store.test_core import answer, item, put_chain, response
 
 API_KEY = "sk-very-secret-key"
 
@@ -95,7 +95,7 @@ def test_an_unreachable_redis_is_a_503_within_the_command_timeout():
                                  "store_command_timeout": 0.3, "store_connect_timeout": 0.3})
     from tests.responses.store_backends import SyncStore
     import asyncio
-    from maya_server.responses.store_open import open_store
+    from maya_server.responses.store.opening import open_store
 
     store = SyncStore(open_store(cfg, settings), asyncio.new_event_loop())
     try:
@@ -138,7 +138,7 @@ def test_a_password_is_taken_from_a_file_and_never_shown(tmp_path, start_server)
         password_file.write_text("pw-in-url-Zq9\n")
         bare = f"redis://127.0.0.1:{redis.port}/0"
         with pytest.raises(ConfigError, match="one place"):
-            from maya_server.responses.store_open import open_store
+            from maya_server.responses.store.opening import open_store
             open_store(ServerConfig(engine="scripted", store=redis.url, store_password_file=str(password_file)),
                        ResponsesSettings())
         for options in ({"store": redis.url}, {"store": bare, "store_password_file": str(password_file)}):
@@ -178,7 +178,7 @@ def test_a_redis_at_maxmemory_is_a_503_and_nothing_is_half_written():
     try:
         from tests.responses.store_backends import SyncStore
         import asyncio
-        from maya_server.responses.store_open import open_store
+        from maya_server.responses.store.opening import open_store
 
         cfg = ServerConfig(engine="scripted", store=redis.url)
         store = SyncStore(open_store(cfg, ResponsesSettings()), asyncio.new_event_loop())

@@ -9,9 +9,9 @@ import pytest
 
 from maya_server.errors import StorageCapacityError
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store import ResponseStore
+from maya_server.responses.store.core import ResponseStore
 
-from tests.responses.test_store import answer, item, response
+from tests.responses.store.test_core import answer, item, response
 
 OWNER = "owner"
 

@@ -13,13 +13,13 @@ import pytest
 from maya_server.config import ServerConfig
 from maya_server.errors import NotFoundError, StoreUnavailableError
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store_open import open_store
-from maya_server.responses.store_packing import pack_item
-from maya_server.responses.store_redis import digest
+from maya_server.responses.store.opening import open_store
+from maya_server.responses.store.packing import pack_item
+from maya_server.responses.store.redis import digest
 
 from tests.redis_server import RedisServer, command
 from tests.responses.store_backends import SyncStore, open_sync_store, shared_redis
-from tests.responses.test_store import answer, item, put_chain, response
+from tests.responses.store.test_core import answer, item, put_chain, response
 
 A, B = "owner-a", "owner-b"
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from maya_server.responses.redis_config import RedisConfigView, evicts_maya_keys
+from maya_server.responses.store.redis_config import RedisConfigView, evicts_maya_keys
 
 from tests.maya_process import Fleet
 from tests.redis_server import RedisServer, command

@@ -12,11 +12,11 @@ from maya_server.config import ServerConfig
 from maya_server.errors import NotFoundError, StoreUnavailableError
 from maya_server.http.auth import owner_of
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store_open import open_store
+from maya_server.responses.store.opening import open_store
 
 from tests.redis_server import RedisServer, command
 from tests.responses.store_backends import SyncStore, open_sync_store, shared_redis, unique_prefix
-from tests.responses.test_store import answer, item, response
+from tests.responses.store.test_core import answer, item, response
 
 OWNER = owner_of("sk-one")
 

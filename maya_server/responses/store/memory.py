@@ -1,4 +1,4 @@
-"""The default response store: `ResponseStore` (`store.py`, this process's memory) behind the async interface.
+"""The default response store: `ResponseStore` (`store/core.py`, this process's memory) behind the async interface.
 
 The memory store does its work under its own lock and never waits, so each coroutine here runs to its end
 without yielding: behaviour, bounds and figures are exactly the synchronous store's.
@@ -10,8 +10,8 @@ import time
 from contextlib import AbstractContextManager
 from typing import Callable, Sequence
 
-from .settings import ResponsesSettings
-from .store import Continuation, ResponseStore
+from ..settings import ResponsesSettings
+from .core import Continuation, ResponseStore
 
 
 class MemoryStore:

@@ -43,7 +43,7 @@ from typing import Any, Awaitable, Callable
 
 from redis import exceptions as redis_errors
 
-from ..errors import StoreUnavailableError
+from ...errors import StoreUnavailableError
 from .redis_config import RedisConfigView, read_config
 
 UNREACHABLE = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError, asyncio.TimeoutError)

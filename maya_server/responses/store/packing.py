@@ -29,7 +29,7 @@ from typing import Iterable
 
 import orjson
 
-from ..util.kept_json import dumps_kept
+from ...util.kept_json import dumps_kept
 
 ENTRY_KEYS = ("id", "created_at", "status", "completed_at", "error", "incomplete_details", "usage",
               "previous_response_id")
