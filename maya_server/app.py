@@ -53,7 +53,7 @@ from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
 from .responses.store.opening import open_jobs, open_store
 from .responses.collectors import JobCollector, StoreCollector
-from .responses.jobs import JobManager
+from .responses.jobs.manager import JobManager
 from .responses.store.redis_affinity import RedisAffinity
 
 

@@ -184,7 +184,7 @@ class ServerConfig:
     `responses/store/redis_config.py`."""
     job_lease_s: float = 10.0
     """With a Redis store: seconds a replica's lease on a background task lasts unrenewed; past it another replica
-    fails the task (`responses/jobs_redis.py`)."""
+    fails the task (`responses/jobs/redis.py`)."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

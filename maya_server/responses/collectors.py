@@ -14,7 +14,7 @@ from typing import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 
-from .jobs import JobManager
+from .jobs.manager import JobManager
 from .store.redis_config import KINDS as REDIS_WARNING_KINDS
 from .store.interface import ResponseStoreBackend
 

@@ -34,7 +34,7 @@ from typing import Iterator
 import orjson
 
 from ..errors import ConflictError, InvalidRequestError, NotFoundError
-from .jobs import Job, JobManager
+from .jobs.manager import Job, JobManager
 from .request import ResponsesRequest
 from .store.interface import ResponseStoreBackend, StoredHistory
 from .stored_turn import StoredTurn

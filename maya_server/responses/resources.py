@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..errors import InvalidRequestError
-from .background import stream_job
+from .jobs.over_http import stream_job
 from .records import ResponseRecords
 
 MAX_PAGE = 100

@@ -6,7 +6,7 @@ request validation, unsupported features, the stored history it continues
 the engine queue's admission (429) all raise first. A `store:true` response is saved before its terminal event.
 
 Three answer modes, each its own function: `background:true` becomes a job (`answer_background`, then
-`background.py`, `jobs.py`), never admitted here; otherwise the generation is admitted now and answered as
+`jobs/over_http.py`, `jobs/manager.py`), never admitted here; otherwise the generation is admitted now and answered as
 SSE (`_answer_stream`) or JSON (`_answer_json`). The continued history and its refusals come from
 `ResponseRecords.open_turn` (`records.py`).
 
@@ -35,7 +35,7 @@ from ..http.image_loading import load_admitted
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
-from .background import start_job
+from .jobs.over_http import start_job
 from .convert import to_conversation, to_settings
 from ..structured.gate import gated, publish_gate
 from .records import ResponseRecords

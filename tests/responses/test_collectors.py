@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from maya_server.responses.collectors import (
     COUNTERS, GAUGES, JOB_COUNTERS, JOB_GAUGES, JobCollector, StoreCollector, TIMINGS,
 )
-from maya_server.responses.jobs import JobManager
+from maya_server.responses.jobs.manager import JobManager
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.memory import MemoryStore
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from maya_server.errors import InvalidRequestError
-from maya_server.responses.jobs import JobManager
+from maya_server.responses.jobs.manager import JobManager
 from maya_server.responses.records import ResponseRecords
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.memory import MemoryStore

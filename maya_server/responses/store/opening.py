@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ...errors import ConfigError
 from ..settings import ResponsesSettings
 from .interface import ResponseStoreBackend
-from ..jobs import JobManager
+from ..jobs.manager import JobManager
 from .memory import MemoryStore
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -137,15 +137,15 @@ def _password_option(config) -> dict:
 def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, *,
               clock: Callable[[], float] | None = None, **options) -> JobManager:
     """Where background tasks live: this process with the memory store; Redis, shared by the fleet, with a Redis
-    store (`jobs_redis.py`). Readers follow a task with blocking reads on their own pool, one connection per
+    store (`jobs/redis.py`). Readers follow a task with blocking reads on their own pool, one connection per
     reader this replica admits, so a reader never waits for a connection nor holds one of the store's. `clock`:
     monotonic in memory, the wall clock shared by replicas on Redis (tests inject one)."""
     if store.backend != "redis":
         return JobManager(settings, clock=clock or time.monotonic, **options)
     from redis.asyncio import BlockingConnectionPool, Redis
 
-    from ..job_log_redis import BLOCK_MS
-    from ..jobs_redis import RedisJobManager
+    from ..jobs.event_log_redis import BLOCK_MS
+    from ..jobs.redis import RedisJobManager
 
     tail_pool = BlockingConnectionPool.from_url(
         config.store, max_connections=settings.stream_readers, timeout=config.store_command_timeout,

@@ -19,15 +19,15 @@ from typing import AsyncIterator, Callable
 import orjson
 from starlette.responses import Response
 
-from ..errors import GoneError, InvalidRequestError, StorageCapacityError
-from ..neutral.events import PipelineEvent
-from ..http.shutdown import shutdown_error
-from ..http.sse import EventStreamResponse, encode_event
-from ..util.kept_json import dumps_kept
-from .assembler import ResponseAssembler
+from ...errors import GoneError, InvalidRequestError, StorageCapacityError
+from ...neutral.events import PipelineEvent
+from ...http.shutdown import shutdown_error
+from ...http.sse import EventStreamResponse, encode_event
+from ...util.kept_json import dumps_kept
+from ..assembler import ResponseAssembler
 from .event_log import LoggedEvent
-from .jobs import Job, JobManager
-from .stored_turn import StoredTurn
+from .manager import Job, JobManager
+from ..stored_turn import StoredTurn
 
 
 async def start_job(

@@ -2,7 +2,7 @@
 
 Generation stays where the task was admitted: that replica's workers run it exactly as in memory
 (`JobManager`), and its cleanup still comes before its terminal state. What moves to Redis is everything
-another replica must see (`jobs_redis_lua.py` has the keys and scripts):
+another replica must see (`jobs/redis_lua.py` has the keys and scripts):
 
 - **The record and the log.** The task's state, its response as last published, its input history and its
   events (a Redis Stream, numbered by the log) live in Redis. Retrieve, `stream=true&starting_after=N`,
@@ -39,15 +39,15 @@ from typing import Any, Awaitable, Callable
 
 import orjson
 
-from ..errors import EventTooLarge, StoreUnavailableError
-from . import jobs_redis_lua as lua
-from .assembler import ResponseAssembler
-from .job_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
-from .jobs import (
+from ...errors import EventTooLarge, StoreUnavailableError
+from . import redis_lua as lua
+from ..assembler import ResponseAssembler
+from .event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
+from .manager import (
     ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
-from .store.redis_link import RedisLink, every
-from .settings import ResponsesSettings
+from ..store.redis_link import RedisLink, every
+from ..settings import ResponsesSettings
 
 SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES")
 CANCEL_POLL_S = 0.1

@@ -26,9 +26,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import orjson
 
-from ..errors import EventTooLarge, StoreUnavailableError
+from ...errors import EventTooLarge, StoreUnavailableError
 from .event_log import LoggedEvent, cursor_problem, overtaken_error
-from .store.redis_link import RedisLink
+from ..store.redis_link import RedisLink
 
 SNAPSHOT_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 """Events after which a retrieve's answer differs: the snapshot is written with them."""

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from maya_server.errors import EventTooLarge
-from maya_server.responses.event_log import EventLog
+from maya_server.responses.jobs.event_log import EventLog
 
 
 def event(n: int, size: int = 10) -> dict:

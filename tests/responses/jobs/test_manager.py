@@ -9,8 +9,8 @@ import pytest
 from maya_server.errors import JobCleanupError
 from maya_server.neutral.events import Finished, TextDelta, Usage
 from maya_server.responses.assembler import ResponseAssembler
-from maya_server.responses.event_log import EventLog
-from maya_server.responses.jobs import Job, JobManager
+from maya_server.responses.jobs.event_log import EventLog
+from maya_server.responses.jobs.manager import Job, JobManager
 from maya_server.responses.request import parse_responses_request
 from maya_server.responses.settings import ResponsesSettings
 
@@ -96,7 +96,7 @@ def test_cancel_waits_for_cleanup_before_publishing_cancelled():
 
 
 def test_cancel_returns_in_progress_when_cleanup_is_slower_than_the_wait(monkeypatch):
-    monkeypatch.setattr("maya_server.responses.jobs.CANCEL_WAIT_S", 0.1)
+    monkeypatch.setattr("maya_server.responses.jobs.manager.CANCEL_WAIT_S", 0.1)
 
     async def scenario():
         manager = JobManager(ResponsesSettings(job_workers=1))

@@ -18,7 +18,7 @@ key, a deadline `JOB_TIMEOUT_S` after admission, finished records kept
 `JOB_TTL_S`, `STREAM_READERS` / `STREAM_OWNER_READERS` concurrent readers.
 Pressure is a 429. All of it runs on the event loop, so no lock is needed.
 
-This is the memory backend; `jobs_redis.py` keeps the records and event logs in Redis for a fleet of
+This is the memory backend; `jobs/redis.py` keeps the records and event logs in Redis for a fleet of
 replicas and reuses everything here that runs a job (workers, cancellation, deadlines, shutdown).
 """
 
@@ -34,16 +34,16 @@ from typing import AsyncIterator, Awaitable, Callable, Iterator
 
 import orjson
 
-from ..errors import (
+from ...errors import (
     ConflictError, EventLimitError, EventTooLarge, JobCleanupError, JobTimeoutError, MayaError,
     RateLimitError, ServiceUnavailableError, StorageCapacityError,
 )
-from ..neutral.events import PipelineEvent
-from ..pipeline.drain import drain
-from .assembler import ResponseAssembler
+from ...neutral.events import PipelineEvent
+from ...pipeline.drain import drain
+from ..assembler import ResponseAssembler
 from .event_log import EventLog
-from .settings import ResponsesSettings
-from .stored_turn import StoredTurn
+from ..settings import ResponsesSettings
+from ..stored_turn import StoredTurn
 
 TRANSITIONS = {
     "queued": {"in_progress", "cancelled", "failed"},

@@ -2,7 +2,7 @@
 
 Each event is kept as its type and its JSON, serialised once at append
 (`LoggedEvent`); a reader that streams them frames them as SSE where it sends
-them (`background.py`), so this log knows nothing of SSE or HTTP, and its
+them (`jobs/over_http.py`), so this log knows nothing of SSE or HTTP, and its
 memory is the bytes it counts, not Python objects several times their size.
 The oldest are dropped first once the log holds more than `max_count` events
 or `max_bytes` bytes of JSON, so a task's memory is bounded however long it
@@ -30,7 +30,7 @@ from typing import AsyncIterator, Callable
 
 import orjson
 
-from ..errors import EventTooLarge
+from ...errors import EventTooLarge
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +134,7 @@ def _size(event: LoggedEvent | None) -> int:
 
 
 def overtaken_error(cursor: int, sequence: int) -> dict:
-    """The terminal `error` event of a reader whose next event was dropped (also on Redis: `job_log_redis.py`)."""
+    """The terminal `error` event of a reader whose next event was dropped (also on Redis: `jobs/event_log_redis.py`)."""
     return {
         "type": "error", "sequence_number": sequence, "code": "stream_cursor_expired", "param": "starting_after",
         "message": f"This reader fell behind: events after sequence number {cursor} are no longer retained. "

@@ -1,4 +1,4 @@
-"""A background task's log on a real Redis (`job_log_redis.py`, `jobs_redis_lua.py`), below HTTP: the log numbers
+"""A background task's log on a real Redis (`jobs/event_log_redis.py`, `jobs/redis_lua.py`), below HTTP: the log numbers
 events as it appends them, keeps its count and byte bounds, gives a reader that fell behind an error with a
 number of its own (that other readers skip), refuses every write of a fence that moved on or after the end, and
 a reap with a fence that is not the record's changes nothing.
@@ -17,9 +17,9 @@ from redis.asyncio import Redis
 
 from maya_server.config import ServerConfig
 from maya_server.errors import EventTooLarge
-from maya_server.responses import jobs_redis_lua as lua
-from maya_server.responses.job_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
-from maya_server.responses.jobs_redis import SCRIPTS
+from maya_server.responses.jobs import redis_lua as lua
+from maya_server.responses.jobs.event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
+from maya_server.responses.jobs.redis import SCRIPTS
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.opening import open_store
 
