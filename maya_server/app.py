@@ -51,7 +51,8 @@ from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings
-from .responses.store.opening import open_jobs, open_store
+from .responses.jobs.opening import open_jobs
+from .responses.store.opening import open_store
 from .responses.collectors import JobCollector, StoreCollector
 from .responses.jobs.manager import JobManager
 from .responses.store.redis_affinity import RedisAffinity

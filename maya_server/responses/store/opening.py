@@ -16,7 +16,6 @@ from urllib.parse import urlsplit, urlunsplit
 from ...errors import ConfigError
 from ..settings import ResponsesSettings
 from .interface import ResponseStoreBackend
-from ..jobs.manager import JobManager
 from .memory import MemoryStore
 
 REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -82,7 +81,7 @@ def _redis_client(config):
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    options = _password_option(config)
+    options = password_option(config)
     pool = BlockingConnectionPool.from_url(
         config.store, max_connections=config.store_pool_size, timeout=config.store_command_timeout,
         socket_connect_timeout=config.store_connect_timeout, socket_timeout=config.store_command_timeout,
@@ -127,31 +126,9 @@ def check_eviction_policy(config) -> None:
                                 "--store-require-noeviction")
 
 
-def _password_option(config) -> dict:
+def password_option(config) -> dict:
+    """The store password as redis-py takes it, from `--store-password-file` (the jobs' reader pool uses it too)."""
     password = read_secret("store_password_file", config.store_password_file)
     if password is not None and urlsplit(config.store).password is not None:
         raise ConfigError("store_password_file", "the store URL already has a password: give it in one place")
     return {"password": password.decode()} if password is not None else {}
-
-
-def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, *,
-              clock: Callable[[], float] | None = None, **options) -> JobManager:
-    """Where background tasks live: this process with the memory store; Redis, shared by the fleet, with a Redis
-    store (`jobs/redis.py`). Readers follow a task with blocking reads on their own pool, one connection per
-    reader this replica admits, so a reader never waits for a connection nor holds one of the store's. `clock`:
-    monotonic in memory, the wall clock shared by replicas on Redis (tests inject one)."""
-    if store.backend != "redis":
-        return JobManager(settings, clock=clock or time.monotonic, **options)
-    from redis.asyncio import BlockingConnectionPool, Redis
-
-    from ..jobs.event_log_redis import BLOCK_MS
-    from ..jobs.redis import RedisJobManager
-
-    tail_pool = BlockingConnectionPool.from_url(
-        config.store, max_connections=settings.stream_readers, timeout=config.store_command_timeout,
-        socket_connect_timeout=config.store_connect_timeout,
-        socket_timeout=BLOCK_MS / 1000 + config.store_command_timeout, client_name="maya-tail",
-        **_password_option(config),
-    )
-    return RedisJobManager(settings, link=store.link, tail_client=Redis(connection_pool=tail_pool),
-                           lease_s=config.job_lease_s, wall_clock=clock or time.time, **options)
