@@ -93,7 +93,7 @@ def maya_stream(url: str, prompt: str, tokens: int) -> Stream:
 
 def direct_stream(url: str, prompt_ids: list[int], tokens: int) -> Stream:
     return Stream(url, "/v1/completions", {
-        # the sampling Maya asks for (upstream_wire._sampling): top_p 1 matters, llama-server's default 0.95 sorts
+        # the sampling Maya asks for (upstream/wire.py's _sampling): top_p 1 matters, llama-server's default 0.95 sorts
         # the whole vocabulary every token (a 150k GLM vocabulary then decodes at a third of the speed)
         "prompt": prompt_ids, "max_tokens": tokens, "temperature": 0, "top_k": 0, "min_p": 0, "top_p": 1.0,
         "stream": True, "stream_options": {"include_usage": True}})

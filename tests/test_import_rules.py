@@ -27,6 +27,24 @@ RULES = {
 }
 """package -> what it must not import (`families.detection` is a module: engines report facts, the edge decides)."""
 
+ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs")
+"""The sub-packages: each a room of its own inside its package, with the rules below."""
+
+ROOM_RULES = {
+    "engine": ("engine.llama_server", "engine.upstream", "engine.replicas"),
+    "engine.upstream": ("engine.llama_server", "engine.replicas"),
+    "engine.llama_server": ("engine.replicas",),
+    "engine.replicas": ("engine.llama_server",),
+}
+"""room -> the rooms of its own package it must not import (`engine`: the modules directly in engine/)."""
+
+ROOM_MAY_IMPORT = {
+    "responses.store": ("responses.store", "responses.settings"),
+    "responses.jobs": ("responses.jobs", "responses.store", "responses.settings", "responses.assembler",
+                       "responses.stored_turn"),
+}
+"""room -> all it may import of its own package: the API's modules above it are out of reach, whatever is added."""
+
 
 def imports_of(path: Path) -> set[str]:
     """Every maya_server module `path` imports, as a dotted name below maya_server, relative imports resolved."""
@@ -69,6 +87,77 @@ def test_the_rules_read_relative_imports():
     assert "neutral.events" in imports_of(PACKAGE / "chat" / "assembler.py")
 
 
+def room_of(module: str) -> str:
+    """The room a dotted module is in: a sub-package of ROOMS, else its package's own modules."""
+    for room in ROOMS:
+        if module == room or module.startswith(room + "."):
+            return room
+    return module.split(".")[0]
+
+
+def _files_of(room: str) -> list[Path]:
+    return [path for path in sorted((PACKAGE / room.replace(".", "/")).rglob("*.py"))
+            if room_of(".".join(path.relative_to(PACKAGE).with_suffix("").parts)) == room]
+
+
+@pytest.mark.parametrize("room", sorted(ROOM_RULES))
+def test_room_keeps_its_import_rule(room):
+    offending = sorted(
+        f"{path.relative_to(PACKAGE.parent)} imports {imported}"
+        for path in _files_of(room)
+        for imported in imports_of(path)
+        for forbidden in ROOM_RULES[room]
+        if _breaks(imported, forbidden))
+    assert not offending, "\n".join(offending)
+
+
+@pytest.mark.parametrize("room", sorted(ROOM_MAY_IMPORT))
+def test_room_imports_only_what_it_may_of_its_package(room):
+    package = room.split(".")[0]
+    offending = sorted(
+        f"{path.relative_to(PACKAGE.parent)} imports {imported}"
+        for path in _files_of(room)
+        for imported in imports_of(path)
+        if _breaks(imported, package) and imported != package
+        and not any(_breaks(imported, allowed) for allowed in ROOM_MAY_IMPORT[room]))
+    assert not offending, "\n".join(offending)
+
+
+def test_every_room_is_a_package_with_its_paragraph():
+    """Each sub-package opens with what it does, what it may import and what imports it."""
+    for room in ROOMS:
+        init = PACKAGE / room.replace(".", "/") / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "may import" in doc and "import" in doc.split("may import", 1)[1], f"{init}: {doc[:80]!r}"
+
+
+def test_rooms_import_each_other_one_way():
+    """No cycle between the rooms of engine/ and responses/: a sub-package is one node, a module directly in the
+    package is a node of its own (assembler.py is not jobs/), so a jobs module importing stored_turn.py while
+    routes.py imports jobs/ is one way, and a circle like replicas -> metrics -> replicas is caught."""
+    graph: dict[str, set[str]] = {}
+    for package in ("engine", "responses"):
+        for path in (PACKAGE / package).rglob("*.py"):
+            module = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+            source = _node_of(module)
+            for imported in imports_of(path):
+                if imported.split(".")[0] == package and _node_of(imported) != source:
+                    graph.setdefault(source, set()).add(_node_of(imported))
+    cycles = [f"{a} -> {b} -> ... -> {a}" for a in graph for b in graph[a] if a in _reachable(graph, b)]
+    assert not cycles, "\n".join(sorted(cycles))
+
+
+def _node_of(module: str) -> str:
+    room = room_of(module)
+    if room in ROOMS:
+        return room
+    parts = module.split(".")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    path = PACKAGE.joinpath(*parts)
+    return ".".join(parts[:2]) if path.with_suffix(".py").exists() or path.is_dir() else ".".join(parts[:-1][:2])
+
+
 def _package_of(module: str) -> str:
     head = module.split(".")[0]
     return head if (PACKAGE / head).is_dir() else "(root)"
@@ -95,3 +184,18 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
                 seen.add(nxt)
                 todo.append(nxt)
     return seen
+
+
+def test_modules_import_each_other_one_way():
+    """No circle between modules either, inside a room included (a type-only import counts: it is still an arrow
+    a reader must follow back), so the replica set and its metrics cannot import each other again."""
+    graph: dict[str, set[str]] = {}
+    modules = {".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
+               for p in PACKAGE.rglob("*.py")}
+    for path in PACKAGE.rglob("*.py"):
+        source = ".".join(path.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
+        for imported in imports_of(path):
+            if imported in modules and imported != source and not (PACKAGE / imported.replace(".", "/")).is_dir():
+                graph.setdefault(source, set()).add(imported)
+    cycles = [f"{a} -> {b} -> ... -> {a}" for a in graph for b in graph[a] if a in _reachable(graph, b)]
+    assert not cycles, "\n".join(sorted(cycles))

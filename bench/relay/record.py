@@ -5,9 +5,9 @@ so no local path ends up in the files) is asked Maya's own requests for a
 long-story chat prompt given as token ids:
 
 - `llama-server.v1-completions.sse`: the exact SSE body of its `/v1/completions`
-  answer to `upstream_wire.completion_request("openai", ...)` (`logprobs: 1`, its ids in `logprobs.content`);
+  answer to `wire.completion_request("openai", ...)` (`logprobs: 1`, its ids in `logprobs.content`);
 - `llama-server.completion.sse`: the exact SSE body of its native `/completion`
-  answer to `upstream_wire.native_completion_request(...)`;
+  answer to `wire.native_completion_request(...)`;
 - `llama-server.models.json`, `llama-server.props.json`: its `GET /v1/models`, `GET /props`.
 
 From the same generated ids, texts and logprobs it writes what SGLang sends for

@@ -1,6 +1,6 @@
 """Token ids by key, bounded in bytes, least recently used dropped first: the one LRU both id caches share.
 
-The embedded engine keeps prompt text runs' ids (`engine/llama_tokenizer.TokenCache`), the generation
+The embedded engine keeps prompt text runs' ids (`engine/llama_server/tokenizer.py`'s `TokenCache`), the generation
 service the ids of its recent answers (`pipeline/spellings.SpellingMemory`). An entry costs what its key and
 its ids take in memory, plus `ENTRY_OVERHEAD`; an entry larger than the whole limit is not kept. Thread-safe:
 prompts are prepared in worker threads. `IdsCacheCollector` serves its size, limit, hits, misses and

@@ -17,7 +17,7 @@ missing (`EngineOptionError` on `llama_server`: the CLI exits 2):
   (the final event names the slot asked for) and the final event's
   `tokens_evaluated`, `tokens_predicted`, `stop_type` and `timings.cache_n`.
 
-The start-up token self-check (`llamacpp.check_tokenizer`) runs after this, as
+The start-up token self-check (`engine.py`'s `check_tokenizer`) runs after this, as
 for the built binary. The binary Maya builds is the pinned version these were
 written against, so it is not checked.
 """

@@ -343,7 +343,7 @@ class UpstreamEngine(Engine):
 
 
 def _token_run(fields: list[tuple[bytes, bytes]], native: bool) -> TokenRun | None:
-    """A read's events as one run of tokens (`upstream_wire.token_run`) when there are several and all are
+    """A read's events as one run of tokens (`wire.token_run`) when there are several and all are
     `data:` fields (a lone event, a slow engine's every read, is cheaper read as it is)."""
     if len(fields) < 2:
         return None

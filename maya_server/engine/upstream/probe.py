@@ -118,7 +118,7 @@ def measure_image_tokens(client: httpx.Client, marker: str) -> int:
         body = {"prompt": {"prompt_string": "x" + marker * n + "y", "multimodal_data": [image] * n},
                 "n_predict": 1, "temperature": 0, "cache_prompt": False}
         try:
-            response = client.post("/completion", json=body)  # see upstream_wire.NATIVE_PATH
+            response = client.post("/completion", json=body)  # see wire.NATIVE_PATH
         except httpx.HTTPError as exc:
             raise UpstreamUnavailable(f"no answer to an image probe ({type(exc).__name__})") from None
         if response.status_code != 200:

@@ -20,7 +20,7 @@ text. With `text_mends_ids` (llama-server), a chunk whose text is not what its i
 decode to is such a chunk: its text is taken as the token's, and the final usage gives
 the real count. (A control token's text is empty there, so it is never mistaken for one.)
 
-A read of several plain token events (`upstream_wire.token_run`) may be fed whole (`takes_whole`, `feed_run`):
+A read of several plain token events (`wire.token_run`) may be fed whole (`takes_whole`, `feed_run`):
 one decode for all its ids and one piece, the same text as its events fed one by one; a read that ends the turn,
 or whose text would have to mend ids event by event, is fed one by one.
 
@@ -101,7 +101,7 @@ class TokenStream:
         return tokens
 
     def takes_whole(self, run: TokenRun) -> bool:
-        """Whether a read's run of token events (`upstream_wire.token_run`) goes down the stream whole: it has ids,
+        """Whether a read's run of token events (`wire.token_run`) goes down the stream whole: it has ids,
         the turn goes on, none of them ends it (a stop id, `max_tokens`) and, where the text mends the ids, each
         event had ids and text of its own (`aligned`). Otherwise its events are fed one by one."""
         ids = run.ids
