@@ -164,23 +164,25 @@ def test_an_engine_error_is_raised_and_recorded_as_error():
     assert gen.stats.finish_reason == "error" and gen.stats.generated_tokens == 2 and engine.closed
 
 
-def _imported_modules(path: Path) -> set[str]:
-    """Absolute names of the modules `path` (a module of maya_server.engine) imports, relative imports resolved."""
+def _imported_modules(path: Path, package: tuple[str, ...] = ("maya_server", "engine")) -> set[str]:
+    """Absolute names of the modules `path` (a module of `package`) imports, relative imports resolved."""
     names = set()
+    if path.is_relative_to(ENGINE_PACKAGE):  # a sub-package's module: `.` is its sub-package
+        package = ("maya_server", "engine", *path.relative_to(ENGINE_PACKAGE).parent.parts)
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            package = ["maya_server", "engine"][: 3 - node.level] if node.level else []  # `.` is the engine package
-            base = ".".join(package + ([node.module] if node.module else []))
+            within = list(package[: len(package) + 1 - node.level]) if node.level else []
+            base = ".".join(within + ([node.module] if node.module else []))
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)  # `from .. import config`
     return names
 
 
 def test_no_engine_module_imports_the_cli_config():
-    modules = sorted(ENGINE_PACKAGE.glob("*.py"))
-    assert len(modules) > 10  # the package was found
+    modules = sorted(ENGINE_PACKAGE.rglob("*.py"))
+    assert len(modules) > 25  # the package and its sub-packages were found
     for path in modules:
         imported = _imported_modules(path)
         for forbidden in ("maya_server.config", "maya_server.cli"):
@@ -196,7 +198,8 @@ def test_the_import_check_sees_relative_and_absolute_imports(tmp_path):
 
 
 def test_importing_every_engine_loads_no_config_at_all():
-    names = [f"maya_server.engine.{p.stem}" for p in sorted(ENGINE_PACKAGE.glob("*.py")) if p.stem != "__init__"]
+    names = [".".join(("maya_server", "engine", *p.relative_to(ENGINE_PACKAGE).with_suffix("").parts))
+             for p in sorted(ENGINE_PACKAGE.rglob("*.py")) if p.stem != "__init__"]
     code = ("import importlib, sys\n"
             f"for name in {names!r}: importlib.import_module(name)\n"
             "print(sorted(m for m in ('maya_server.config', 'maya_server.cli') if m in sys.modules))")
