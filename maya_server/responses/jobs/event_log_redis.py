@@ -68,14 +68,20 @@ class RedisLogReader:
         self.first_retained = first
         self.last = next_sequence - 1
         self.cursor = -1
-        """The last sequence number `follow` delivered (or skipped as a placeholder)."""
+        """The last sequence number `batches` handed out (or skipped as a placeholder)."""
         self._stopped = False
 
     def check_cursor(self, after: int) -> str | None:
         return cursor_problem(after, self.first_retained, self.last)
 
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
-        """Every event after `after`, live until the log's end entry: from this replica's tail of the task, and
+        """Every event after `after`, live until the log's end entry."""
+        async for batch in self.batches(after):
+            for event in batch:
+                yield event
+
+    async def batches(self, after: int) -> AsyncIterator[list[LoggedEvent]]:
+        """As `follow`, in lists of the events that came together: from this replica's tail of the task, and
         from Redis directly while the cursor is older than what the tail holds."""
         self.cursor = after
         tail = self.logs.attach(self.job_id, after)
@@ -86,29 +92,30 @@ class RedisLogReader:
                 if tail.error is not None:
                     raise tail.error
                 if following < tail.first:  # dropped while this reader lagged
-                    yield _logged(overtaken_error(self.cursor, await self._reserve(self.cursor)))
+                    yield [_logged(overtaken_error(self.cursor, await self._reserve(self.cursor)))]
                     return
                 if tail.start <= following <= tail.position:
-                    for sequence, event in tail.after(self.cursor):
-                        self.cursor = sequence
-                        if event is not None:  # a placeholder holds a number another reader's error took
-                            yield event
+                    held = tail.after(self.cursor)
+                    self.cursor = held[-1][0]
+                    batch = [event for _, event in held if event is not None]  # a placeholder: another's error
+                    if batch:
+                        yield batch
                 elif following <= tail.position:  # older than the tail's buffer
-                    async for event in self._catch_up(tail.start - 1):
-                        yield event
+                    async for batch in self._catch_up(tail.start - 1):
+                        yield batch
                     if self._stopped:
                         return
                 elif tail.ended:
                     return
                 elif tail.gone:
-                    yield _logged(_gone(self.cursor))  # deleted, or Redis lost it: nothing more will come
+                    yield [_logged(_gone(self.cursor))]  # deleted, or Redis lost it: nothing more will come
                     return
                 else:
                     await changed.wait()
         finally:
             self.logs.detach(tail)
 
-    async def _catch_up(self, until: int) -> AsyncIterator[LoggedEvent]:
+    async def _catch_up(self, until: int) -> AsyncIterator[list[LoggedEvent]]:
         """The events after the cursor up to `until` at least, read from Redis without blocking. Sets `_stopped`
         when the stream ends here: the log's end, a gone record, or this reader's overtaken error."""
         retry = RETRY_S[0]
@@ -122,19 +129,20 @@ class RedisLogReader:
             retry = RETRY_S[0]
             self._stopped = True
             if first is None and not entries:
-                yield _logged(_gone(self.cursor))
+                yield [_logged(_gone(self.cursor))]
                 return
             numbered, ended = decode(entries)
             numbered = [(sequence, event) for sequence, event in numbered if sequence > self.cursor]
             following = self.cursor + 1
             if following < (first or 0) or not (numbered or ended) or (numbered and numbered[0][0] > following):
                 # dropped while this reader lagged (nothing after the cursor: the entries it was in are gone)
-                yield _logged(overtaken_error(self.cursor, await self._reserve(self.cursor)))
+                yield [_logged(overtaken_error(self.cursor, await self._reserve(self.cursor)))]
                 return
-            for sequence, event in numbered:
-                self.cursor = sequence
-                if event is not None:
-                    yield event
+            if numbered:
+                self.cursor = numbered[-1][0]
+                batch = [event for _, event in numbered if event is not None]
+                if batch:
+                    yield batch
             if ended:
                 return
             self._stopped = False
@@ -293,6 +301,10 @@ class RedisJobLog:
     def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """The task's first reader: from Redis, like every other."""
         return RedisLogReader(self.logs, self.job_id, 0, after + 1).follow(after)
+
+    def batches(self, after: int) -> AsyncIterator[list[LoggedEvent]]:
+        """`follow` in lists of the events that came together."""
+        return RedisLogReader(self.logs, self.job_id, 0, after + 1).batches(after)
 
     def refused(self) -> None:
         """The record refused this writer (its fence moved on, or it is gone): nothing more is written, the
