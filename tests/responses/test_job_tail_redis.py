@@ -60,6 +60,12 @@ async def test_a_flush_is_one_entry_and_a_reader_resuming_inside_it_gets_exactly
         resumed = await collect(RedisLogReader(logs, "resp_p", 0, 12).follow(cursor))
         assert resumed == whole[cursor + 1:]
     assert await collect(RedisLogReader(logs, "resp_p", 0, 12).follow(11)) == []  # its last number: only the end
+    reader = RedisLogReader(logs, "resp_p", 0, 12)
+    following = reader.follow(4)
+    for number in range(5, 12):  # `cursor` is the last number delivered, one by one, not the entry's last
+        event = await within(anext(following), "the reader got too few events")
+        assert reader.cursor == number and event.json.startswith(b'{"sequence_number":%d,' % number)
+    await following.aclose()
     await close(logs)
 
 

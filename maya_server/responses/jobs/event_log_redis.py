@@ -31,7 +31,7 @@ import orjson
 from ...errors import EventTooLarge, StoreUnavailableError
 from .event_log import LoggedEvent, cursor_problem, overtaken_error
 from ..store.redis_link import RedisLink
-from .event_tail_redis import RETRY_S, TaskTail, decode
+from .event_tail_redis import RETRY_S, Numbered, TaskTail, decode
 
 SNAPSHOT_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 """Events after which a retrieve's answer differs: the snapshot is written with them."""
@@ -43,7 +43,7 @@ rate (1,000 live tasks: 20k appends/s at most, well inside one Redis core); a re
 much later than in memory."""
 BATCH_EVENTS = 512
 """Events one flush carries at most, so one script never holds Redis long."""
-READ_COUNT = 512
+READ_COUNT = 64
 """Entries one read returns at most (each up to `BATCH_EVENTS` events)."""
 BLOCK_MS = 1000
 
@@ -60,7 +60,7 @@ def unnumbered(event: dict) -> tuple[str, bytes]:
 
 
 class RedisLogReader:
-    """Where a reader starts (`check_cursor`, from the record as read) and what it reads (`follow`)."""
+    """Where a reader starts (`check_cursor`, from the record as read) and what it reads (`follow`, `batches`)."""
 
     def __init__(self, logs: "JobLogs", job_id: str, first: int, next_sequence: int) -> None:
         self.logs = logs
@@ -68,7 +68,10 @@ class RedisLogReader:
         self.first_retained = first
         self.last = next_sequence - 1
         self.cursor = -1
-        """The last sequence number `batches` handed out (or skipped as a placeholder)."""
+        """The last sequence number `follow` delivered (or skipped as a placeholder); `batches`: the last of the
+        list it handed out."""
+        self._position = -1
+        """The last number read, delivered or not yet."""
         self._stopped = False
 
     def check_cursor(self, after: int) -> str | None:
@@ -76,52 +79,63 @@ class RedisLogReader:
 
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """Every event after `after`, live until the log's end entry."""
-        async for batch in self.batches(after):
-            for event in batch:
-                yield event
+        self.cursor = after
+        async for held in self._held(after):
+            for sequence, event in held:
+                self.cursor = sequence
+                if event is not None:  # a placeholder holds a number another reader's error took
+                    yield event
 
     async def batches(self, after: int) -> AsyncIterator[list[LoggedEvent]]:
-        """As `follow`, in lists of the events that came together: from this replica's tail of the task, and
-        from Redis directly while the cursor is older than what the tail holds."""
+        """As `follow`, in lists of the events that came together (a reader over HTTP writes each at once)."""
         self.cursor = after
+        async for held in self._held(after):
+            self.cursor = held[-1][0]
+            batch = [event for _, event in held if event is not None]
+            if batch:
+                yield batch
+
+    async def _held(self, after: int) -> AsyncIterator[list[Numbered]]:
+        """The numbers after `after` as they come, placeholders included: from this replica's tail of the task,
+        and from Redis directly while the reader is older than what the tail holds. A terminal error comes
+        numbered with the position it ends at (its own number is in its JSON)."""
+        self._position = after
         tail = self.logs.attach(self.job_id, after)
         try:
             while True:
                 changed = tail.changed  # taken before looking, so news in between is not missed
-                following = self.cursor + 1
+                following = self._position + 1
                 if tail.error is not None:
                     raise tail.error
                 if following < tail.first:  # dropped while this reader lagged
-                    yield [_logged(overtaken_error(self.cursor, await self._reserve(self.cursor)))]
+                    yield [await self._overtaken()]
                     return
                 if tail.start <= following <= tail.position:
-                    held = tail.after(self.cursor)
-                    self.cursor = held[-1][0]
-                    batch = [event for _, event in held if event is not None]  # a placeholder: another's error
-                    if batch:
-                        yield batch
+                    held = tail.after(self._position)
+                    self._position = held[-1][0]
+                    yield held
                 elif following <= tail.position:  # older than the tail's buffer
-                    async for batch in self._catch_up(tail.start - 1):
-                        yield batch
+                    async for held in self._catch_up(tail.start - 1):
+                        yield held
                     if self._stopped:
                         return
                 elif tail.ended:
                     return
                 elif tail.gone:
-                    yield [_logged(_gone(self.cursor))]  # deleted, or Redis lost it: nothing more will come
+                    yield [(self._position, _logged(_gone(self._position)))]  # deleted, or lost by Redis
                     return
                 else:
                     await changed.wait()
         finally:
             self.logs.detach(tail)
 
-    async def _catch_up(self, until: int) -> AsyncIterator[list[LoggedEvent]]:
-        """The events after the cursor up to `until` at least, read from Redis without blocking. Sets `_stopped`
-        when the stream ends here: the log's end, a gone record, or this reader's overtaken error."""
+    async def _catch_up(self, until: int) -> AsyncIterator[list[Numbered]]:
+        """The numbers after the position up to `until` at least, read from Redis without blocking. Sets
+        `_stopped` when the stream ends here: the log's end, a gone record, or this reader's overtaken error."""
         retry = RETRY_S[0]
-        while self.cursor < until:
+        while self._position < until:
             try:
-                entries, first = await self.logs.read(self.job_id, self.cursor)
+                entries, first = await self.logs.read(self.job_id, self._position)
             except StoreUnavailableError:
                 await asyncio.sleep(retry)
                 retry = min(RETRY_S[1], retry * 2)
@@ -129,23 +143,24 @@ class RedisLogReader:
             retry = RETRY_S[0]
             self._stopped = True
             if first is None and not entries:
-                yield [_logged(_gone(self.cursor))]
+                yield [(self._position, _logged(_gone(self._position)))]
                 return
             numbered, ended = decode(entries)
-            numbered = [(sequence, event) for sequence, event in numbered if sequence > self.cursor]
-            following = self.cursor + 1
-            if following < (first or 0) or not (numbered or ended) or (numbered and numbered[0][0] > following):
-                # dropped while this reader lagged (nothing after the cursor: the entries it was in are gone)
-                yield [_logged(overtaken_error(self.cursor, await self._reserve(self.cursor)))]
+            held = [(sequence, event) for sequence, event in numbered if sequence > self._position]
+            following = self._position + 1
+            if following < (first or 0) or not (held or ended) or (held and held[0][0] > following):
+                yield [await self._overtaken()]  # nothing after the position: the entries it was in are gone
                 return
-            if numbered:
-                self.cursor = numbered[-1][0]
-                batch = [event for _, event in numbered if event is not None]
-                if batch:
-                    yield batch
+            if held:
+                self._position = held[-1][0]
+                yield held
             if ended:
                 return
             self._stopped = False
+
+    async def _overtaken(self) -> Numbered:
+        """This reader's terminal error: what it would read next was dropped while it lagged."""
+        return self._position, _logged(overtaken_error(self._position, await self._reserve(self._position)))
 
     async def farewell_sequence(self) -> int:
         """A number for the error that ends this reader's stream when its replica shuts down."""
