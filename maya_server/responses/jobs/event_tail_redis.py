@@ -24,13 +24,10 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ...errors import StoreUnavailableError
 from .event_log import LoggedEvent
-
-if TYPE_CHECKING:
-    from .event_log_redis import JobLogs
 
 RETRY_S = (0.05, 1.0)
 """The first and the longest wait between attempts while Redis does not answer."""
@@ -62,10 +59,21 @@ def decode(entries: list) -> tuple[list[Numbered], bool]:
     return numbered, False
 
 
+class TailSource(Protocol):
+    """What a tail needs of its replica's logs (`JobLogs`): the log's bounds, the blocking read, and to be let go."""
+
+    max_count: int
+    max_bytes: int
+
+    async def tail(self, job_id: str, cursor: int) -> tuple[list, int | None]: ...
+
+    def forget(self, tail: "TaskTail") -> None: ...
+
+
 class TaskTail:
     """The shared read of one task's log on this replica, and the latest events it decoded."""
 
-    def __init__(self, logs: "JobLogs", job_id: str, position: int) -> None:
+    def __init__(self, logs: TailSource, job_id: str, position: int) -> None:
         self.logs = logs
         self.job_id = job_id
         self.events: deque[Numbered] = deque()

@@ -1,10 +1,10 @@
-"""Packed log entries and the shared tail on a real Redis (`job_tail_redis.py`, `job_log_redis.py`,
-`jobs_redis_lua.py`), below HTTP: a flush is one Stream entry holding a range of numbers; a reader resuming
+"""Packed log entries and the shared tail on a real Redis (`event_tail_redis.py`, `event_log_redis.py`,
+`redis_lua.py`), below HTTP: a flush is one Stream entry holding a range of numbers; a reader resuming
 inside an entry gets exactly the events after its cursor; trimming drops numbers one by one (an entry goes once
 all of its are dropped) and a reader below the oldest kept number gets its terminal error; the readers of one
 task on one replica share one `XREAD` loop and each gets every event once, in order.
 
-Every wait is bounded (`within`, from `test_job_log_redis.py`)."""
+Every wait is bounded (`within`, from `test_event_log_redis.py`)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ import asyncio
 from redis.asyncio import Redis
 
 from maya_server.config import ServerConfig
-from maya_server.responses import jobs_redis_lua as lua
-from maya_server.responses.job_log_redis import JobLogs, RedisLogReader
-from maya_server.responses.jobs_redis import SCRIPTS
+from maya_server.responses.jobs import redis_lua as lua
+from maya_server.responses.jobs.event_log_redis import JobLogs, RedisLogReader
+from maya_server.responses.jobs.redis import SCRIPTS
 from maya_server.responses.settings import ResponsesSettings
-from maya_server.responses.store_open import open_store
+from maya_server.responses.store.opening import open_store
 
 from tests.redis_server import RedisServer
 from tests.responses.store_backends import unique_prefix
-from tests.responses.test_job_log_redis import (
+from tests.responses.jobs.test_event_log_redis import (
     admit, close, collect, delta, drained, on_a_loop, open_logs, wait_flushed, within,
 )
 
@@ -214,7 +214,7 @@ class Raw:
 
 async def raw(logs: JobLogs, job_id: str, after: int, count: int) -> list[Raw]:
     """`count` numbered events after `after` as the stream holds them, below the log's `first` or not."""
-    from maya_server.responses.job_tail_redis import decode
+    from maya_server.responses.jobs.event_tail_redis import decode
 
     numbered, _ = decode(await entries(logs, job_id))
     return [Raw(sequence, event.json) for sequence, event in numbered if after < sequence <= after + count]
