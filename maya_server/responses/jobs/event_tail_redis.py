@@ -55,7 +55,8 @@ def decode(entries: list) -> tuple[list[Numbered], bool]:
         types, jsons = fields[b"t"].split(b"\n"), fields[b"j"].split(b"\n")
         if len(types) != last - first + 1 or len(jsons) != len(types):
             raise ValueError(f"a packed log entry {entry_id!r} does not hold the numbers {first}..{last}")
-        numbered.extend((first + i, LoggedEvent(kind.decode(), body)) for i, (kind, body) in enumerate(zip(types, jsons)))
+        for offset, (kind, json) in enumerate(zip(types, jsons)):
+            numbered.append((first + offset, LoggedEvent(kind.decode(), json)))
     return numbered, False
 
 
