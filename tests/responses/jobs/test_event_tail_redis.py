@@ -224,3 +224,11 @@ async def raw(logs: JobLogs, job_id: str, after: int, count: int) -> list[Raw]:
 async def xreads(logs: JobLogs) -> int:
     stats = await logs.link.command(lambda: logs.link.client.info("commandstats"))
     return stats.get("cmdstat_xread", {}).get("calls", 0)
+
+
+def test_an_entry_written_before_packing_reads_as_its_one_event():
+    from maya_server.responses.jobs.event_tail_redis import decode
+
+    old = (b"4-0", {b"t": b"response.output_text.delta", b"j": b'{"sequence_number":3,"delta":"a"}'})
+    numbered, ended = decode([old, (b"4-1", {b"e": b"1"})])
+    assert ended and [(sequence, event.json) for sequence, event in numbered] == [(3, old[1][b"j"])]
