@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from itertools import islice
 from dataclasses import dataclass
+from itertools import islice
 from typing import AsyncIterator, Callable
 
 import orjson
@@ -118,7 +118,7 @@ class EventLog:
 
     async def batches(self, after: int) -> AsyncIterator[list[LoggedEvent]]:
         """As `follow`, in lists of the events that are there together: a reader over HTTP writes each list at
-        once (`background.py`). Events handed out in a list are delivered even if dropped while it is written."""
+        once (`over_http.py`). Events handed out in a list are delivered even if dropped while it is written."""
         cursor = after
         while True:
             waiter = self._appended  # taken before looking, so an append in between is not missed
