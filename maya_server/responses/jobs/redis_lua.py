@@ -88,7 +88,7 @@ local function trim(k, n, first, eb, maxc, maxb)
   local from = sid(first)
   local within = function() return n - first <= maxc and eb <= maxb end
   while not (done or within()) do
-    local entries = redis.call('XRANGE', k, from, '+', 'COUNT', 16)
+    local entries = redis.call('XRANGE', k, from, '+', 'COUNT', 1)  -- the oldest is usually the only one
     if #entries == 0 then break end
     for _, entry in ipairs(entries) do
       if within() or entry[2][1] == 'e' then
