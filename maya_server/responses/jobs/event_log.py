@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass
+from itertools import islice
 from typing import AsyncIterator, Callable
 
 import orjson
@@ -110,6 +111,28 @@ class EventLog:
                 cursor, event = self._events[index]
                 if event is not None:  # a placeholder holds a number another reader's error event took
                     yield event
+            elif self.closed:
+                return
+            else:
+                await waiter.wait()
+
+    async def batches(self, after: int) -> AsyncIterator[list[LoggedEvent]]:
+        """As `follow`, in lists of the events that are there together: a reader over HTTP writes each list at
+        once (`over_http.py`). Events handed out in a list are delivered even if dropped while it is written."""
+        cursor = after
+        while True:
+            waiter = self._appended  # taken before looking, so an append in between is not missed
+            first = self.first_retained
+            if cursor + 1 < first:
+                yield [_logged(overtaken_error(cursor, self._reserve()))]
+                return
+            index = cursor + 1 - first
+            if index < len(self._events):
+                held = list(islice(self._events, index, None))
+                cursor = held[-1][0]
+                batch = [event for _, event in held if event is not None]  # a placeholder: another reader's error
+                if batch:
+                    yield batch
             elif self.closed:
                 return
             else:

@@ -13,9 +13,11 @@ keeps every event and the flush is retried; past the log's own bounds the buffer
 (`room`), so the replica's memory stays bounded and nothing is dropped. A write the record refuses (its
 fence moved on: another replica failed the task after its lease lapsed) stops the writer for good.
 
-A reader follows with `XREAD BLOCK` on its own connection (`tail_client`, a pool sized by the reader bound),
-from its cursor: Redis answers at once with every event it has not delivered, or when the next one arrives.
-While Redis does not answer, it waits and retries; the stream stays open and its keep-alive comments go on.
+A flush is one Stream entry (`redis_lua.py`), so Redis adds one entry per flush and a reader decodes one
+per flush. Readers of one task on one replica share one tail (`event_tail_redis.py`): one `XREAD BLOCK` loop on
+the tail pool (`tail_client`, sized by the reader bound) whose entries are decoded once; Redis answers it at
+once with every entry it has not read, or when the next one arrives. While Redis does not answer, the tail
+waits and retries; the streams stay open and their keep-alive comments go on.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import orjson
 from ...errors import EventTooLarge, StoreUnavailableError
 from .event_log import LoggedEvent, cursor_problem, overtaken_error
 from ..store.redis_link import RedisLink
+from .event_tail_redis import RETRY_S, Numbered, TaskTail, decode
 
 SNAPSHOT_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 """Events after which a retrieve's answer differs: the snapshot is written with them."""
@@ -40,20 +43,15 @@ rate (1,000 live tasks: 20k appends/s at most, well inside one Redis core); a re
 much later than in memory."""
 BATCH_EVENTS = 512
 """Events one flush carries at most, so one script never holds Redis long."""
-READ_COUNT = 512
+READ_COUNT = 64
+"""Entries one read returns at most (each up to `BATCH_EVENTS` events)."""
 BLOCK_MS = 1000
-RETRY_S = (0.05, 1.0)
-"""The first and the longest wait between attempts while Redis does not answer."""
 
 
 def stream_id(sequence: int) -> str:
-    """The entry of sequence number `sequence` (-1: before the first)."""
+    """Where a read after sequence number `sequence` starts (-1: before the first): the entries after it hold the
+    numbers after `sequence`, the one that holds `sequence + 1` included."""
     return f"{sequence + 1}-0"
-
-
-def sequence_of(entry_id: bytes) -> int:
-    """The number of an event or placeholder entry; for the end entry, the last number before it."""
-    return int(entry_id.split(b"-")[0]) - 1
 
 
 def unnumbered(event: dict) -> tuple[str, bytes]:
@@ -62,7 +60,7 @@ def unnumbered(event: dict) -> tuple[str, bytes]:
 
 
 class RedisLogReader:
-    """Where a reader starts (`check_cursor`, from the record as read) and what it reads (`follow`)."""
+    """Where a reader starts (`check_cursor`, from the record as read) and what it reads (`follow`, `batches`)."""
 
     def __init__(self, logs: "JobLogs", job_id: str, first: int, next_sequence: int) -> None:
         self.logs = logs
@@ -70,37 +68,99 @@ class RedisLogReader:
         self.first_retained = first
         self.last = next_sequence - 1
         self.cursor = -1
-        """The last sequence number `follow` delivered (or skipped as a placeholder)."""
+        """The last sequence number `follow` delivered (or skipped as a placeholder); `batches`: the last of the
+        list it handed out."""
+        self._position = -1
+        """The last number read, delivered or not yet."""
+        self._stopped = False
 
     def check_cursor(self, after: int) -> str | None:
         return cursor_problem(after, self.first_retained, self.last)
 
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """Every event after `after`, live until the log's end entry."""
-        cursor = self.cursor = after
-        key = self.logs.key("js:", self.job_id)
-        retry = RETRY_S[0]
-        while True:
-            try:
-                got = await self.logs.tail(key, cursor)
-                if not got and not await self.logs.exists(self.job_id):
-                    yield _logged(_gone(cursor))  # deleted, or Redis lost it: nothing more will come
+        self.cursor = after
+        async for held in self._held(after):
+            for sequence, event in held:
+                self.cursor = sequence
+                if event is not None:  # a placeholder holds a number another reader's error took
+                    yield event
+
+    async def batches(self, after: int) -> AsyncIterator[list[LoggedEvent]]:
+        """As `follow`, in lists of the events that came together (a reader over HTTP writes each at once)."""
+        self.cursor = after
+        async for held in self._held(after):
+            self.cursor = held[-1][0]
+            batch = [event for _, event in held if event is not None]
+            if batch:
+                yield batch
+
+    async def _held(self, after: int) -> AsyncIterator[list[Numbered]]:
+        """The numbers after `after` as they come, placeholders included: from this replica's tail of the task,
+        and from Redis directly while the reader is older than what the tail holds. A terminal error comes
+        numbered with the position it ends at (its own number is in its JSON)."""
+        self._position = after
+        tail = self.logs.attach(self.job_id, after)
+        try:
+            while True:
+                changed = tail.changed  # taken before looking, so news in between is not missed
+                following = self._position + 1
+                if tail.error is not None:
+                    raise tail.error
+                if following < tail.first:  # dropped while this reader lagged
+                    yield [await self._overtaken()]
                     return
+                if tail.start <= following <= tail.position:
+                    held = tail.after(self._position)
+                    self._position = held[-1][0]
+                    yield held
+                elif following <= tail.position:  # older than the tail's buffer
+                    async for held in self._catch_up(tail.start - 1):
+                        yield held
+                    if self._stopped:
+                        return
+                elif tail.ended:
+                    return
+                elif tail.gone:
+                    yield [(self._position, _logged(_gone(self._position)))]  # deleted, or lost by Redis
+                    return
+                else:
+                    await changed.wait()
+        finally:
+            self.logs.detach(tail)
+
+    async def _catch_up(self, until: int) -> AsyncIterator[list[Numbered]]:
+        """The numbers after the position up to `until` at least, read from Redis without blocking. Sets
+        `_stopped` when the stream ends here: the log's end, a gone record, or this reader's overtaken error."""
+        retry = RETRY_S[0]
+        while self._position < until:
+            try:
+                entries, first = await self.logs.read(self.job_id, self._position)
             except StoreUnavailableError:
                 await asyncio.sleep(retry)
                 retry = min(RETRY_S[1], retry * 2)
                 continue
             retry = RETRY_S[0]
-            for entry_id, fields in got:
-                sequence, end = sequence_of(entry_id), b"e" in fields
-                if sequence > cursor + (0 if end else 1):  # what came between was dropped while this reader lagged
-                    yield _logged(overtaken_error(cursor, await self._reserve(cursor)))
-                    return
-                if end:
-                    return
-                cursor = self.cursor = sequence
-                if b"j" in fields:  # a placeholder holds a number another reader's error took
-                    yield LoggedEvent(fields[b"t"].decode(), fields[b"j"])
+            self._stopped = True
+            if first is None and not entries:
+                yield [(self._position, _logged(_gone(self._position)))]
+                return
+            numbered, ended = decode(entries)
+            held = [(sequence, event) for sequence, event in numbered if sequence > self._position]
+            following = self._position + 1
+            if following < (first or 0) or not (held or ended) or (held and held[0][0] > following):
+                yield [await self._overtaken()]  # nothing after the position: the entries it was in are gone
+                return
+            if held:
+                self._position = held[-1][0]
+                yield held
+            if ended:
+                return
+            self._stopped = False
+
+    async def _overtaken(self) -> Numbered:
+        """This reader's terminal error: what it would read next was dropped while it lagged."""
+        return self._position, _logged(overtaken_error(self._position, await self._reserve(self._position)))
 
     async def farewell_sequence(self) -> int:
         """A number for the error that ends this reader's stream when its replica shuts down."""
@@ -127,15 +187,46 @@ class JobLogs:
         self.max_count = max_count
         self.max_bytes = max_bytes
         self.block_ms = block_ms
+        self.tails: dict[str, TaskTail] = {}
+        """This replica's tails, one per task it has readers of."""
 
     def key(self, kind: str, job_id: str) -> str:
         return f"{self.link.prefix}{kind}{job_id}"
 
-    async def tail(self, key: str, cursor: int) -> list:
-        """The entries after `cursor`, waiting up to `block_ms` for one (an empty list when none came)."""
-        read = lambda: self.tail_client.xread({key: stream_id(cursor)}, count=READ_COUNT, block=self.block_ms)  # noqa: E731
-        got = await self.link.command(read, timeout=self.block_ms / 1000 + self.link.command_timeout)
-        return got[0][1] if got else []
+    def attach(self, job_id: str, cursor: int) -> TaskTail:
+        """The task's tail on this replica, started at `cursor` unless it runs already; `detach` when done."""
+        tail = self.tails.get(job_id)
+        if tail is None:
+            tail = self.tails[job_id] = TaskTail(self, job_id, cursor)
+        tail.attach()
+        return tail
+
+    def detach(self, tail: TaskTail) -> None:
+        tail.detach()
+
+    def forget(self, tail: TaskTail) -> None:
+        if self.tails.get(tail.job_id) is tail:
+            del self.tails[tail.job_id]
+
+    async def tail(self, job_id: str, cursor: int) -> tuple[list, int | None]:
+        """The entries after `cursor`, waiting up to `block_ms` for one (none when none came), and the record's
+        `first` read after them in the same round trip (None: no record)."""
+        return await self._read(self.tail_client, job_id, cursor, self.block_ms)
+
+    async def read(self, job_id: str, cursor: int) -> tuple[list, int | None]:
+        """As `tail`, without waiting (on the store's pool): a reader catching up with its task's tail."""
+        return await self._read(self.link.client, job_id, cursor, None)
+
+    async def _read(self, client: Any, job_id: str, cursor: int, block_ms: int | None) -> tuple[list, int | None]:
+        async def read() -> list:
+            pipe = client.pipeline(transaction=False)
+            pipe.xread({self.key("js:", job_id): stream_id(cursor)}, count=READ_COUNT, block=block_ms)
+            pipe.hget(self.key("j:", job_id), "first")
+            return await pipe.execute()
+
+        timeout = self.link.command_timeout + (block_ms or 0) / 1000
+        got, first = await self.link.command(read, timeout=timeout)
+        return (got[0][1] if got else []), (None if first is None else int(first))
 
     async def exists(self, job_id: str) -> bool:
         return bool(await self.link.command(lambda: self.link.client.exists(self.key("j:", job_id))))
@@ -225,6 +316,10 @@ class RedisJobLog:
     def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """The task's first reader: from Redis, like every other."""
         return RedisLogReader(self.logs, self.job_id, 0, after + 1).follow(after)
+
+    def batches(self, after: int) -> AsyncIterator[list[LoggedEvent]]:
+        """`follow` in lists of the events that came together."""
+        return RedisLogReader(self.logs, self.job_id, 0, after + 1).batches(after)
 
     def refused(self) -> None:
         """The record refused this writer (its fence moved on, or it is gone): nothing more is written, the

@@ -29,6 +29,10 @@ from .event_log import LoggedEvent
 from .manager import Job, JobManager
 from ..stored_turn import StoredTurn
 
+WRITE_BYTES = 65536
+"""The most bytes of frames one write joins (a single larger event is written alone): a reader that replays a
+long log sends it in pieces the stream's write timeout was meant for."""
+
 
 async def start_job(
     jobs: JobManager,
@@ -88,7 +92,7 @@ def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Resp
     server runs ends with the job, which its shutdown cancels; one of a job another replica runs (Redis) ends
     at this server's shutdown with the `error` event `server_shutdown`, numbered like a lagging reader's error,
     and reconnects through another replica after the last event it got."""
-    events = job.log.follow(cursor)
+    events = job.log.batches(cursor)
     farewell = None if jobs.runs_here(job.id) else (lambda: _farewell(job.log))
     return EventStreamResponse(_frames(events), on_close=reading.close, farewell=farewell,
                                write_timeout=jobs.settings.stream_timeout_s, keepalive=jobs.keepalive_s)
@@ -101,14 +105,25 @@ async def _farewell(log) -> bytes:
     return encode_event(event, "error")
 
 
-async def _frames(events: AsyncIterator[LoggedEvent]) -> AsyncIterator[bytes]:
-    """The log's events as SSE frames, framed as this reader sends them (the log keeps each event's JSON).
-    Closing the frames closes the reader's cursor with them."""
+async def _frames(batches: AsyncIterator[list[LoggedEvent]]) -> AsyncIterator[bytes]:
+    """The log's events as SSE frames, framed as this reader sends them (the log keeps each event's JSON). The
+    events that came together (on Redis, a flush's) go out in one write of up to `WRITE_BYTES`, not one write
+    each: a write costs the server far more than framing an event. Closing the frames closes the reader's cursor
+    with them."""
     try:
-        async for event in events:
-            yield encode_event(event.json, event.type)
+        async for batch in batches:
+            chunk: list[bytes] = []
+            size = 0
+            for event in batch:
+                frame = encode_event(event.json, event.type)
+                if chunk and size + len(frame) > WRITE_BYTES:
+                    yield b"".join(chunk)
+                    chunk, size = [], 0
+                chunk.append(frame)
+                size += len(frame)
+            yield b"".join(chunk)
     finally:
-        await events.aclose()
+        await batches.aclose()
 
 
 def _cursor(raw: str | None) -> int:

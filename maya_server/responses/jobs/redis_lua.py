@@ -7,9 +7,11 @@ Keys (P is `--store-prefix`, O an owner scope as the response store keys it, nev
                          lu (lease until, s), snap (its response as last published), hist (its input history),
                          n (the next sequence number), first (the oldest retained), eb (retained event bytes),
                          cx (1: a cancel was asked through another replica), fin (finish time, once finished)
-    P js:ID      stream  its events: entry `(N+1)-0` is sequence number N, with fields t (type) and j (its JSON),
-                         or p (a number reserved for one reader's error); the end is `(N+1)-1` after the last
-                         number N given, with field e: it takes no number, so `last` is the last event's
+    P js:ID      stream  its events, one entry per flush: entry `(B+1)-0` holds the numbers A..B, with fields
+                         a (A), t (their types) and j (their JSONs), each list joined by newlines (a type has
+                         none, and JSON as orjson writes it has no raw newline); or, with field p, the one
+                         number B reserved for one reader's error; the end is `(N+1)-1` after the last number
+                         N given, with field e: it takes no number, so `last` is the last event's
     P jall       zset    every record → admission time: the fleet's `JOB_ENTRIES`
     P jfin       zset    finished records → finish time: retention (`JOB_TTL_S`) and oldest-first eviction
     P jlease     zset    active records → lease expiry: where a lapsed owner is found
@@ -20,6 +22,12 @@ Fencing: `f` is a number taken from `jn`'s `fences` counter when a record is cre
 replica fails it after its lease lapsed (`REAP`); every write of the owner names the fence it holds, and a
 record whose fence moved on, or that has finished (`fin`), refuses it. So an owner that comes back late can
 neither overwrite the terminal state nor append after it.
+
+Packing: a flush's events are one Stream entry, so Redis adds one entry per flush, not per event, and a reader
+decodes one entry for them all. An entry's id is its last number's, so reading after a cursor (`XREAD` from
+`(cursor+1)-0`) returns the entry that holds the number after it, even when that entry began before it.
+Trimming moves `first` event by event, as the memory log drops them; an entry leaves the stream once every
+number in it is below `first`, and readers treat what an entry still holds below `first` as dropped.
 
 Numbering: the log numbers events as it appends them. The owner sends each event's JSON without its
 `sequence_number`; the script writes `{"sequence_number":N,` in front of the rest. So a number reserved for
@@ -53,50 +61,74 @@ local function purge(now, ttl)
   end
 end
 
-local function entry_bytes(fields)
+-- The JSON sizes of the numbers an entry holds, oldest first: a placeholder's one number has none.
+local function sizes(fields)
+  local j = nil
   for i = 1, #fields, 2 do
-    if fields[i] == 'j' then return #fields[i + 1] end
+    if fields[i] == 'j' then j = fields[i + 1] end
   end
-  return 0
-end
-
--- Drop the oldest entries while the log holds more than `maxc` entries or `maxb` bytes of JSON.
-local function trim(id, maxc, maxb)
-  local r, k = rec(id), log(id)
-  local eb = tonumber(redis.call('HGET', r, 'eb'))
-  local len = redis.call('XLEN', k)
-  local cut = nil
-  while len > maxc or eb > maxb do
-    local oldest = redis.call('XRANGE', k, cut and '(' .. cut or '-', '+', 'COUNT', 64)
-    if #oldest == 0 then break end
-    for _, entry in ipairs(oldest) do
-      if not (len > maxc or eb > maxb) then break end
-      eb = eb - entry_bytes(entry[2])
-      len = len - 1
-      cut = entry[1]
+  if not j then return {0} end
+  local out, pos = {}, 1
+  while true do
+    local nl = string.find(j, '\n', pos, true)
+    if not nl then
+      out[#out + 1] = #j - pos + 1
+      return out
     end
-  end
-  if cut then
-    local first = seq_of(cut) + 1
-    redis.call('XTRIM', k, 'MINID', after(cut))
-    redis.call('HSET', r, 'first', first, 'eb', eb)
+    out[#out + 1] = nl - pos
+    pos = nl + 1
   end
 end
 
--- Append the events ARGV[from..] (type, JSON without its sequence number), numbered from the record's `n`.
+-- Drop the oldest numbers while the log holds more than `maxc` of them (n - first) or `maxb` bytes of JSON:
+-- `first` moves on one number at a time; an entry leaves the stream once all its numbers are below it.
+-- Returns the new first and eb; the caller writes them.
+local function trim(k, n, first, eb, maxc, maxb)
+  local cut, done = nil, false
+  local from = sid(first)
+  local within = function() return n - first <= maxc and eb <= maxb end
+  while not (done or within()) do
+    local entries = redis.call('XRANGE', k, from, '+', 'COUNT', 1)  -- the oldest is usually the only one
+    if #entries == 0 then break end
+    for _, entry in ipairs(entries) do
+      if within() or entry[2][1] == 'e' then
+        done = true
+        break
+      end
+      local last = seq_of(entry[1])
+      local s = sizes(entry[2])
+      local a = last - #s + 1
+      while first <= last and not within() do
+        eb = eb - s[first - a + 1]
+        first = first + 1
+      end
+      if first > last then cut = entry[1] end
+    end
+    from = '(' .. entries[#entries][1]
+  end
+  if cut then redis.call('XTRIM', k, 'MINID', after(cut)) end
+  return first, eb
+end
+
+-- Append the events ARGV[from..] (type, JSON without its sequence number), numbered from the record's `n`, as
+-- one entry (none when there are no events).
 local function append(id, from, maxc, maxb)
+  if from > #ARGV then return end
   local r, k = rec(id), log(id)
-  local n = tonumber(redis.call('HGET', r, 'n'))
-  local added = 0
+  local f = redis.call('HMGET', r, 'n', 'first', 'eb')
+  local n, first, eb = tonumber(f[1]), tonumber(f[2]), tonumber(f[3])
+  local a = n
+  local types, jsons = {}, {}
   for i = from, #ARGV, 2 do
     local json = '{"sequence_number":' .. n .. ',' .. string.sub(ARGV[i + 1], 2)
-    redis.call('XADD', k, sid(n), 't', ARGV[i], 'j', json)
-    added = added + #json
+    types[#types + 1] = ARGV[i]
+    jsons[#jsons + 1] = json
+    eb = eb + #json
     n = n + 1
   end
-  redis.call('HSET', r, 'n', n)
-  redis.call('HINCRBY', r, 'eb', added)
-  trim(id, maxc, maxb)
+  redis.call('XADD', k, sid(n - 1), 'a', a, 't', table.concat(types, '\n'), 'j', table.concat(jsons, '\n'))
+  first, eb = trim(k, n, first, eb, maxc, maxb)
+  redis.call('HSET', r, 'n', n, 'first', first, 'eb', eb)
 end
 
 -- The record finishes in `state`: its log ends, its lease and active count go, its retention starts.
@@ -220,10 +252,11 @@ RESERVE = COMMON + r"""
 local id = ARGV[2]
 local r = rec(id)
 if redis.call('EXISTS', r) == 0 then return -1 end
-local n = tonumber(redis.call('HGET', r, 'n'))
+local f = redis.call('HMGET', r, 'n', 'first', 'eb')
+local n = tonumber(f[1])
 redis.call('XADD', log(id), sid(n), 'p', '1')
-redis.call('HSET', r, 'n', n + 1)
-trim(id, tonumber(ARGV[3]), tonumber(ARGV[4]))
+local first, eb = trim(log(id), n + 1, tonumber(f[2]), tonumber(f[3]), tonumber(ARGV[3]), tonumber(ARGV[4]))
+redis.call('HSET', r, 'n', n + 1, 'first', first, 'eb', eb)
 return n
 """
 

@@ -144,3 +144,27 @@ def test_a_reader_at_the_end_of_a_closed_log_stops_at_once():
         return [frame async for frame in log.follow(0)]
 
     assert asyncio.run(scenario()) == []
+
+
+def test_batches_hand_out_what_is_there_together_and_a_reader_behind_gets_its_error_alone():
+    async def scenario():
+        log = numbered_log(6, 100_000)
+        for n in range(3):
+            log.append(event(n))
+        lists = log.batches(0)
+        first = [decode(e)["sequence_number"] for e in await lists.__anext__()]  # all that is there, at once
+        log.append(event(3))
+        second = [decode(e)["sequence_number"] for e in await lists.__anext__()]
+        behind = log.batches(0)
+        for n in range(4, 9):  # 0..2 dropped meanwhile: the reader after 0 is overtaken
+            log.append(event(n))
+        overtaken = [decode(e) for e in await behind.__anext__()]
+        log.close()
+        rest = [[decode(e)["sequence_number"] for e in batch] async for batch in lists]
+        return first, second, overtaken, rest
+
+    first, second, overtaken, rest = asyncio.run(scenario())
+    assert (first, second) == ([1, 2], [3])
+    assert len(overtaken) == 1 and overtaken[0]["code"] == "stream_cursor_expired"
+    assert overtaken[0]["sequence_number"] == 9
+    assert rest == [[4, 5, 6, 7, 8]]  # 9 is the other reader's error: skipped
