@@ -129,6 +129,10 @@ class JobCollector:
                                       "failed them after their lease lapsed", value=stats["fenced"])
             yield CounterMetricFamily(JOB_PREFIX + "reaped", "Tasks of a lapsed replica this replica failed",
                                       value=stats["reaped"])
+            yield GaugeMetricFamily(JOB_PREFIX + "tails", "Background tasks this replica reads one shared tail of "
+                                    "(at most the stream reader limit)", value=stats["tails"])
+            yield GaugeMetricFamily(JOB_PREFIX + "tail_bytes", "Bytes of events the shared tails hold for their "
+                                    "readers (each within the per-task event limits)", value=stats["tail_bytes"])
         finished = CounterMetricFamily(JOB_PREFIX + "finished", "Background responses finished, by state",
                                        labels=["state"])
         for state, count in sorted(stats["finished"].items()):

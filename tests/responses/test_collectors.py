@@ -56,8 +56,10 @@ def test_the_store_collector_reads_afresh_at_every_scrape():
 def test_the_job_collector_maps_every_figure_and_labels_finished_by_state():
     stats = {name: i + 1 for i, name in enumerate([*JOB_GAUGES, *JOB_COUNTERS])}
     stats["finished"] = {"failed": 2, "completed": 9}
-    stats.update(backend="redis", fenced=3, reaped=4)
+    stats.update(backend="redis", fenced=3, reaped=4, tails=5, tail_bytes=6)
     samples = _samples(JobCollector(SimpleNamespace(stats=lambda: stats)))
+    assert samples[("maya:responses_jobs_tails", ())] == 5
+    assert samples[("maya:responses_jobs_tail_bytes", ())] == 6
     assert samples[("maya:responses_jobs_backend", (("backend", "redis"),))] == 1
     assert samples[("maya:responses_jobs_fenced_total", ())] == 3
     assert samples[("maya:responses_jobs_reaped_total", ())] == 4

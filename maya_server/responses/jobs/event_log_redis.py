@@ -208,6 +208,11 @@ class JobLogs:
         if self.tails.get(tail.job_id) is tail:
             del self.tails[tail.job_id]
 
+    def tail_figures(self) -> dict:
+        """How many tails this replica runs and the bytes of events they hold (each bounded by the log's bounds,
+        their count by the reader bound)."""
+        return {"tails": len(self.tails), "tail_bytes": sum(tail.bytes for tail in self.tails.values())}
+
     async def tail(self, job_id: str, cursor: int) -> tuple[list, int | None]:
         """The entries after `cursor`, waiting up to `block_ms` for one (none when none came), and the record's
         `first` read after them in the same round trip (None: no record)."""

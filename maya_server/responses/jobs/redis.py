@@ -313,7 +313,7 @@ class RedisJobManager(JobManager):
             "readers": sum(self._readers.values()), "admitted": c.admitted, "rejections": c.rejections,
             "reader_rejections": c.reader_rejections, "cancellations": c.cancellations, "timeouts": c.timeouts,
             "evictions": c.evictions, "finished": dict(c.finished), "fenced": self.fenced, "reaped": self.reaped,
-            "lease_s": self.lease_s, "fleet": dict(self.fleet),
+            "lease_s": self.lease_s, "fleet": dict(self.fleet), **self.logs.tail_figures(),
             "limits": {"records": self.settings.job_entries, "workers": self.settings.job_workers,
                        "owner_active": self.settings.job_owner_entries, "readers": self.settings.stream_readers},
         }

@@ -159,6 +159,8 @@ async def test_readers_of_one_task_on_one_replica_share_one_read_and_each_gets_e
         for n in range(12):
             writer.append(delta(n))
             await asyncio.sleep(0.06)  # past the flush interval: about one entry each
+        held = logs.tail_figures()
+        assert held["tails"] == 1 and held["tail_bytes"] == next(iter(logs.tails.values())).bytes > 0
         writer.mark("completed")
         writer.close()
         await drained(writer)
@@ -168,7 +170,7 @@ async def test_readers_of_one_task_on_one_replica_share_one_read_and_each_gets_e
         assert [event["delta"] for event in seen[0][2:]] == [f"word{n} " for n in range(12)]
         entries_written = len(await entries(logs, "resp_t"))  # the flushes and the end
         assert await xreads(logs) - before <= entries_written  # one read per entry at most, not one per reader
-        assert logs.tails == {}
+        assert logs.tails == {} and logs.tail_figures() == {"tails": 0, "tail_bytes": 0}
         await close(logs)
     finally:
         redis.stop()
