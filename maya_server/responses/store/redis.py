@@ -50,6 +50,7 @@ from . import redis_lua as lua
 from . import redis_upkeep_lua as upkeep
 from .redis_link import SCOPE_HEX, UNREACHABLE, RedisLink, every
 from ..settings import ResponsesSettings
+from .block_cache import Block, BlockCache
 from .core import StoreCounters, not_found, _too_large, no_room, reserve_assembly
 from .packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
 
@@ -89,23 +90,24 @@ def digest(data: bytes) -> str:
 
 @dataclass
 class RedisHistory:
-    """A continued response's history, read whole in one script; `release()` gives back its assembly bytes."""
+    """A continued response's history, read whole (checked whole by one script); `release()` gives back its
+    assembly bytes. Its blocks come from this replica's block cache or from Redis, the same objects either way."""
 
     store: "RedisStore"
     lineage: str
     end: int
     generation: str
     digests: list[str]
-    blocks: list[bytes]
+    blocks: list[Block]
     reserved: int
     released: bool = False
 
     @property
     def history_bytes(self) -> int:
-        return sum(len(data) for data in self.blocks)
+        return sum(len(block.data) for block in self.blocks)
 
     def items(self) -> list[dict]:
-        return [unpack_item(data) for data in self.blocks]
+        return [block.item() for block in self.blocks]
 
     def release(self) -> None:
         if not self.released:
@@ -131,8 +133,10 @@ class RedisStore:
     backend = "redis"
 
     def __init__(self, link: RedisLink, settings: ResponsesSettings, *, probe_s: float = 2.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, block_cache_bytes: int = 0) -> None:
         self.link = link
+        self.blocks = BlockCache(block_cache_bytes)
+        """This replica's copies of item blocks (`store/block_cache.py`): a continuation fetches only the rest."""
         self.settings = settings
         self.prefix = link.prefix
         self.clock = clock
@@ -221,25 +225,43 @@ class RedisStore:
 
     # -- reads ------------------------------------------------------------------------
     async def begin(self, owner: str, response_id: str) -> RedisHistory:
+        """The history in one script when this replica holds none of the owner's blocks (it all comes back) or,
+        after a `peek` (every block checked, none sent), all of them; else a second script that checks every block
+        again and sends only those not held. Each script checks the whole history, so either is as strict as a
+        read without the cache."""
         started = time.perf_counter()
-        found = await self._read(owner, response_id, "history", "previous_response_id")
-        _, lineage, _, output_end, generation, own, envelope_size, digests, blocks = found
-        size = sum(len(data) for data in blocks) + len(own) + int(envelope_size)  # the memory store's measure
+        cache = self.blocks
+        scope = await self.link.scope(owner)
+        held: dict[str, Block] = {}
+        found = None
+        if cache.holds_any(scope):
+            scope, peeked = await self._read(owner, response_id, "peek", "previous_response_id")
+            held = cache.held(scope, [d.decode() for d in peeked[7]])
+            if len(held) == len(peeked[7]):
+                found = peeked
+        if found is None:
+            scope, found = await self._read(owner, response_id, "history", "previous_response_id", list(held),
+                                            counted=not held)
+        _, lineage, _, output_end, generation, own, envelope_size, raw_digests, fetched = found
+        digests = [d.decode() for d in raw_digests]
+        sent = iter(fetched)
+        blocks = [held.get(dg) or cache.add(scope, dg, next(sent)) for dg in digests]
+        cache.count(len(digests) - len(fetched), len(fetched))
+        size = sum(len(block.data) for block in blocks) + len(own) + int(envelope_size)  # the memory store's measure
         self._reserve(size)
         self.counters.assemblies += 1
         self.counters.assembly_seconds += time.perf_counter() - started
-        return RedisHistory(self, lineage.decode(), int(output_end), generation.decode(),
-                            [d.decode() for d in digests], list(blocks), size)
+        return RedisHistory(self, lineage.decode(), int(output_end), generation.decode(), digests, blocks, size)
 
     async def get(self, owner: str, response_id: str) -> dict:
-        found = await self._read(owner, response_id, "response")
+        found = (await self._read(owner, response_id, "response"))[1]
         own, envelope, outputs = found[5], found[6], found[8]
         with self.assembling(len(own) + len(envelope) + sum(len(data) for data in outputs)):
             return unpack_response(own, envelope, outputs)
 
     async def input_items(self, owner: str, response_id: str) -> list[tuple[str, bytes]]:
         """(id, JSON) of each input item, oldest first."""
-        blocks = (await self._read(owner, response_id, "input"))[8]
+        blocks = (await self._read(owner, response_id, "input"))[1][8]
         return [(orjson.loads(data)["id"], data) for data in blocks]
 
     @contextmanager
@@ -250,17 +272,22 @@ class RedisStore:
         finally:
             self._assembling -= nbytes
 
-    async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None) -> list:
-        found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
+    async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None,
+                    held: Sequence[str] = (), *, counted: bool = True) -> tuple[str, list]:
+        """(the scope it was read under, the script's answer); `held`: digests whose bytes need not be sent;
+        `counted`: False for the second read of one lookup (its `peek` counted the hit)."""
+        scope = await self.link.scope(owner)
+        found = await self._run("READ", [scope, response_id, self.clock(), mode, *held])
         if found[0] == 0 and await self.link.follow_salt():  # the fleet's salt changed: read again under it
-            found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
+            scope = await self.link.scope(owner)
+            found = await self._run("READ", [scope, response_id, self.clock(), mode, *held])
         if found[0] == 2:
             raise self._lose(response_id, found[1].decode(), param)
         if found[0] == 0:
             self.counters.misses += 1
             raise not_found(response_id, "in the shared Redis store", param)
-        self.counters.hits += 1
-        return found
+        self.counters.hits += counted
+        return scope, found
 
     # -- writes -----------------------------------------------------------------------
     def check_fits(self, expanded_bytes: int) -> None:
@@ -282,7 +309,7 @@ class RedisStore:
         pairs = [(digest(data), data) for data in packed]
         outcome = await self._put(scope, response["id"], own, envelope, pairs, len(new_items), base, size)
         if outcome[0] == b"stale":  # the continued lineage was cut back meanwhile: write the history again
-            again = list(zip(base.digests, base.blocks)) + pairs
+            again = [(dg, block.data) for dg, block in zip(base.digests, base.blocks)] + pairs
             outcome = await self._put(scope, response["id"], own, envelope, again, len(base.blocks) + len(new_items),
                                       None, size + history + len(base.blocks) * (self.block_overhead + SLOT_BYTES))
         if outcome[0] == b"exists":
@@ -292,6 +319,8 @@ class RedisStore:
         if outcome[0] != b"ok":
             self.counters.rejections += 1
             raise no_room()
+        for dg, data in pairs:  # the next turn continues this one: its blocks need not come back from Redis
+            self.blocks.add(scope, dg, data)
         self.counters.writes += 1
         self.counters.write_seconds += time.perf_counter() - started
 
@@ -372,6 +401,7 @@ class RedisStore:
             **local,
             "expirations": self.fleet["expirations"],  # only the scripts see an entry expire: the fleet's count
             "lost": self.lost, "recounts": self.recounts,
+            "block_cache": self.blocks.report(),
             "fleet": dict(self.fleet),
             "commands": f.commands, "command_seconds": f.command_seconds, "command_errors": f.command_errors,
             "redis": self.link.report(),

@@ -193,8 +193,11 @@ end
 """
 
 READ = COMMON + r"""
--- ARGV: P BLOCK SLOT LINEAGE | owner rid now mode(history|response|input)
--- {0}: not found; {2, kind}: stored but a key of kind `kind` is gone (the entry is removed now); {1, ...}: whole
+-- ARGV: P BLOCK SLOT LINEAGE | owner rid now mode(history|peek|response|input) [held digest ...]
+-- {0}: not found; {2, kind}: stored but a key of kind `kind` is gone (the entry is removed now); {1, ...}: whole.
+-- `peek` is `history` without any block's bytes; `history` leaves out the bytes of the blocks the caller holds
+-- (its replica's block cache: `store/block_cache.py`). Every block the slice needs is checked either way, held or
+-- not: a block Redis lost is a lost entry, never a history completed from a replica's copy.
 local o, rid, now, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
 purge_softly(now)
 local f, lost = find(o, rid, now)
@@ -213,18 +216,39 @@ local from, to = 0, oe
 if mode == 'response' then from = ie elseif mode == 'input' then to = ie end
 local digests = {}
 if to > from then digests = redis.call('LRANGE', lkey, from, to - 1) end
-local blocks = read_blocks(o, digests)
-for i = 1, #digests do
-  if not blocks[i] then
+local blocks = {}
+if mode == 'peek' then
+  if blocks_missing(o, digests) then
     remove(rid)
     return {2, 'block'}
+  end
+else
+  local wanted, held = digests, {}
+  if #ARGV > 8 then
+    for i = 9, #ARGV do held[ARGV[i]] = true end
+    local checked = {}
+    wanted = {}
+    for _, dg in ipairs(digests) do
+      if held[dg] then checked[#checked + 1] = dg else wanted[#wanted + 1] = dg end
+    end
+    if blocks_missing(o, checked) then
+      remove(rid)
+      return {2, 'block'}
+    end
+  end
+  blocks = read_blocks(o, wanted)
+  for i = 1, #wanted do
+    if not blocks[i] then
+      remove(rid)
+      return {2, 'block'}
+    end
   end
 end
 local env
 local ekey = block_key(o, f[7])
 if mode == 'response' then
   env = redis.call('GET', ekey)
-elseif mode == 'history' then
+elseif mode == 'history' or mode == 'peek' then
   env = redis.call('STRLEN', ekey)  -- its size: what the memory store reserves too
   if env == 0 then env = false end
 else
