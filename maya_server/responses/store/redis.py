@@ -115,6 +115,12 @@ class RedisHistory:
             self.store._assembling -= self.reserved
 
 
+def split_digests(joined: bytes) -> list[str]:
+    """The digests a READ returns as one string (`redis_lua.READ`), one by one."""
+    text, width = joined.decode(), 2 * DIGEST_BYTES
+    return [text[at:at + width] for at in range(0, len(text), width)]
+
+
 def lost_error(response_id: str, param: str | None) -> NotFoundError:
     """A stored response the store can no longer read whole: a 404, since the loss is permanent (clients retry
     a 5xx in vain)."""
@@ -233,17 +239,19 @@ class RedisStore:
         cache = self.blocks
         scope = await self.link.scope(owner)
         held: dict[str, Block] = {}
-        found = None
+        found = peeked = None
+        peeked_digests: list[str] = []
         if cache.holds_any(scope):
             scope, peeked = await self._read(owner, response_id, "peek", "previous_response_id")
-            held = cache.held(scope, [d.decode() for d in peeked[7]])
-            if len(held) == len(peeked[7]):
+            peeked_digests = split_digests(peeked[7])
+            held = cache.held(scope, peeked_digests)
+            if len(held) == len(peeked_digests):
                 found = peeked
         if found is None:
             scope, found = await self._read(owner, response_id, "history", "previous_response_id", list(held),
-                                            counted=not held)
+                                            counted=peeked is None)
         _, lineage, _, output_end, generation, own, envelope_size, raw_digests, fetched = found
-        digests = [d.decode() for d in raw_digests]
+        digests = peeked_digests if found is peeked else split_digests(raw_digests)
         sent = iter(fetched)
         blocks = [held.get(dg) or cache.add(scope, dg, next(sent)) for dg in digests]
         cache.count(len(digests) - len(fetched), len(fetched))

@@ -250,7 +250,8 @@ if not env then
 end
 touch(o, rid)
 local gen = redis.call('HGET', P .. 'g', lid) or '0'
-return {1, lid, ie, oe, gen, f[6], env, digests, blocks}
+-- the digests as one string (each is DIGEST_BYTES * 2 hex characters): one reply object, not one per block
+return {1, lid, ie, oe, gen, f[6], env, table.concat(digests), blocks}
 """
 
 PUT = COMMON + r"""
