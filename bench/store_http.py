@@ -4,7 +4,7 @@ Two Maya processes (`bench/maya_process.py`), the scripted engine, the same sett
 responses in its memory, the other in a redis-server this bench starts on a free loopback port in a throwaway
 directory (as the tests do: `tests/redis_server.py`). Each builds a 40-turn and a 500-turn stored chain
 (user 300, answer 1200 characters a turn), then, alternating the two servers request by request so both see the
-same machine, times with one HTTP client (httpx, keep-alive):
+same machine (which of the two goes first changes every round), times with one HTTP client (httpx, keep-alive):
 
   * first: a `store: true` first turn (no history) — generating it and saving it;
   * chain40: continuing the 40-turn chain's tip with `store: false` (the history read, rendered, generated);
@@ -17,7 +17,7 @@ request. The Redis Maya's probe (every 2 s: one script and an INFO) is in those 
 them. From the CPU figure: how many such requests one Redis core answers per second (1e6 ÷ µs), and so how many
 replicas at 3 turns/s each one Redis core serves.
 
-    .venv/bin/python bench/store_http.py [--rounds 60] [--cost-requests 40] [--block-cache-bytes N]
+    .venv/bin/python bench/store_http.py [--rounds 100] [--cost-requests 40] [--block-cache-bytes N]
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def p(samples: list[float], q: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--cost-requests", type=int, default=40)
     parser.add_argument("--block-cache-bytes", type=int, default=None,
                         help="--store-block-cache-bytes of the Redis Maya (default: its own default)")
@@ -114,8 +114,9 @@ def main() -> None:
         built = time.perf_counter() - started
         times = {(name, kind): [] for name in urls for kind in KINDS}
         for n in range(args.rounds):
+            order = list(urls.items()) if n % 2 == 0 else list(urls.items())[::-1]  # neither always goes first
             for kind in KINDS:
-                for name, url in urls.items():
+                for name, url in order:
                     times[(name, kind)].append(one(client, url, kind, tips[name], n))
         print(f"store through HTTP, scripted engine: {args.rounds} rounds, chains of 40 and 500 turns "
               f"(user {USER}, answer {ANSWER} chars; chains built in {built:.0f} s)")
