@@ -52,7 +52,7 @@ from .redis_link import SCOPE_HEX, UNREACHABLE, RedisLink, every
 from ..settings import ResponsesSettings
 from .block_cache import Block, BlockCache
 from .core import StoreCounters, not_found, _too_large, no_room, reserve_assembly
-from .packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
+from .packing import pack_envelope, pack_item, pack_own, unpack_response
 
 BLOCK_OVERHEAD = 80
 """What Redis holds per block besides its JSON and key name: the key's entry, the string object and its
