@@ -12,7 +12,13 @@ What differs from memory, and why:
   be used to test guessed keys. The secret is `--store-secret-file`'s content; without one, a random salt
   kept in Redis itself (set once by whichever replica comes first), which still makes each deployment's
   scopes its own but protects nothing from someone who can read Redis.
-- **Blocks are keyed by their content's digest** within a scope, so an item is stored once per scope.
+- **Blocks are keyed by their content's digest** within a scope, so an item is stored once per scope, and a
+  replica's copy of one is never stale: each replica keeps the blocks it wrote or read (`store/block_cache.py`,
+  bounded by `--store-block-cache-bytes`). A continuation first `peek`s (one script checks the whole history and
+  sends its digests, no block); when the replica holds every block that is all, else a second script checks the
+  whole history again and sends only the blocks the replica lacks. A replica that holds none of the owner's blocks
+  reads everything in one script, as without the cache. Redis checks every block either way, so a block it lost
+  is a lost entry, never one served from the copy.
 - **No pins.** A continuation reads its whole history in one script and keeps it in the request; when it is
   saved, the lineage it read is still referenced if nothing cut it back meanwhile (a generation counter says
   so), else the history is written again from the request's copy. A replica that dies mid-request leaves
