@@ -15,6 +15,13 @@ kept beside its bytes; the bound counts the encoded length, which is what the se
 dicts take a few times that). Eviction is CLOCK (second chance): a block used since the hand last passed is
 spared once, so a chain read every turn stays while one-off reads go first.
 
+Lineage hints: the blocks of one conversation sit in one lineage in Redis, appended to turn after turn (a
+cut-back bumps its generation). Per scope this cache remembers, for its `HINTS` most recent lineages, the
+generation and the number of leading slots it holds; the continuation's script then leaves out those slots'
+bytes and sends the rest in the same round trip, whichever replica wrote them. A hint is only a guess at what is
+held: the script still checks every block, the replica takes each block by the digest the script returns, and a
+block evicted here meanwhile is fetched by a second read (`RedisStore.begin`).
+
 The decoded items are shared between requests: they are read-only (`stored_items.replay` parses them into new
 request models; nothing writes to a stored item).
 """
@@ -25,6 +32,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from .packing import unpack_item
+
+HINTS = 8
+"""Lineage hints kept per scope (while the scope has a block here): a key's concurrent conversations."""
 
 
 class Block:
@@ -63,10 +73,26 @@ class BlockCache:
         self._blocks: OrderedDict[tuple[str, str], Block] = OrderedDict()
         """In CLOCK order: the hand is at the front; a spared block moves to the back."""
         self._per_scope: dict[str, int] = {}
-        """Blocks held per scope: a scope with none skips the look-ahead round trip (`RedisStore.begin`)."""
+        """Blocks held per scope; a scope's hints go when its last block does."""
+        self._hints: dict[str, OrderedDict[str, tuple[str, int]]] = {}
+        """scope → lineage id → (generation, leading slots held), most recently noted last."""
 
-    def holds_any(self, scope: str) -> bool:
-        return scope in self._per_scope
+    def hints(self, scope: str) -> list:
+        """The scope's hints as the READ script takes them: lineage, generation, slots, ..."""
+        flat: list = []
+        for lineage, (generation, slots) in self._hints.get(scope, {}).items():
+            flat += [lineage, generation, slots]
+        return flat
+
+    def note(self, scope: str, lineage: str, generation: str, slots: int) -> None:
+        """This replica holds (it just read or wrote) the first `slots` blocks of `lineage` at `generation`."""
+        if scope not in self._per_scope:
+            return  # nothing held for the scope (the cache is off, or every block was larger than it)
+        hints = self._hints.setdefault(scope, OrderedDict())
+        hints[lineage] = (generation, slots)
+        hints.move_to_end(lineage)
+        if len(hints) > HINTS:
+            hints.popitem(last=False)
 
     def held(self, scope: str, digests: list[str]) -> dict[str, Block]:
         """The blocks of `digests` held here, marked used. The caller keeps the returned objects for its request,
@@ -115,6 +141,7 @@ class BlockCache:
                 self._per_scope[key[0]] = left
             else:
                 del self._per_scope[key[0]]
+                self._hints.pop(key[0], None)
 
     def report(self) -> dict:
         """For /v1/status (`responses.cache.block_cache`) and the metrics: aggregates only, no scope or digest."""

@@ -14,11 +14,10 @@ What differs from memory, and why:
   scopes its own but protects nothing from someone who can read Redis.
 - **Blocks are keyed by their content's digest** within a scope, so an item is stored once per scope, and a
   replica's copy of one is never stale: each replica keeps the blocks it wrote or read (`store/block_cache.py`,
-  bounded by `--store-block-cache-bytes`). A continuation first `peek`s (one script checks the whole history and
-  sends its digests, no block); when the replica holds every block that is all, else a second script checks the
-  whole history again and sends only the blocks the replica lacks. A replica that holds none of the owner's blocks
-  reads everything in one script, as without the cache. Redis checks every block either way, so a block it lost
-  is a lost entry, never one served from the copy.
+  bounded by `--store-block-cache-bytes`) with a hint per recent lineage (how many of its leading blocks it
+  holds). A continuation's one script checks the whole history and sends only the blocks past the hint, so a
+  replica fetches just the turns other replicas wrote since it last saw the conversation. Redis checks every block
+  either way, so a block it lost is a lost entry, never one served from the copy.
 - **No pins.** A continuation reads its whole history in one script and keeps it in the request; when it is
   saved, the lineage it read is still referenced if nothing cut it back meanwhile (a generation counter says
   so), else the history is written again from the request's copy. A replica that dies mid-request leaves
@@ -237,30 +236,29 @@ class RedisStore:
 
     # -- reads ------------------------------------------------------------------------
     async def begin(self, owner: str, response_id: str) -> RedisHistory:
-        """The history in one script when this replica holds none of the owner's blocks (it all comes back) or,
-        after a `peek` (every block checked, none sent), all of them; else a second script that checks every block
-        again and sends only those not held. Each script checks the whole history, so either is as strict as a
-        read without the cache."""
+        """The history in one script: the blocks this replica holds by its lineage hints are checked in Redis but
+        not sent (`store/block_cache.py`). Only when a block the hint covered was evicted here meanwhile, a second
+        script, which checks the whole history again and leaves out exactly the blocks held. Each script checks
+        every block, so either is as strict as a read without the cache."""
         started = time.perf_counter()
         cache = self.blocks
-        scope = await self.link.scope(owner)
-        held: dict[str, Block] = {}
-        found = peeked = None
-        peeked_digests: list[str] = []
-        if cache.holds_any(scope):
-            scope, peeked = await self._read(owner, response_id, "peek", "previous_response_id")
-            peeked_digests = split_digests(peeked[7])
-            held = cache.held(scope, peeked_digests)
-            if len(held) == len(peeked_digests):
-                found = peeked
-        if found is None:
+        hints = cache.hints(await self.link.scope(owner))
+        scope, found = await self._read(owner, response_id, "hinted" if hints else "history", "previous_response_id",
+                                        hints)
+        digests, skipped = split_digests(found[7]), int(found[9])
+        held = cache.held(scope, digests[:skipped])
+        if len(held) == skipped:
+            blocks = [held[dg] for dg in digests[:skipped]]
+            blocks += [cache.add(scope, dg, data) for dg, data in zip(digests[skipped:], found[8])]
+        else:  # a hinted block is no longer here: name the ones that are
+            held = cache.held(scope, digests)
             scope, found = await self._read(owner, response_id, "history", "previous_response_id", list(held),
-                                            counted=peeked is None)
-        _, lineage, _, output_end, generation, own, envelope_size, raw_digests, fetched = found
-        digests = peeked_digests if found is peeked else split_digests(raw_digests)
-        sent = iter(fetched)
-        blocks = [held.get(dg) or cache.add(scope, dg, next(sent)) for dg in digests]
-        cache.count(len(digests) - len(fetched), len(fetched))
+                                            counted=False)
+            digests, sent = split_digests(found[7]), iter(found[8])
+            blocks = [held.get(dg) or cache.add(scope, dg, next(sent)) for dg in digests]
+        _, lineage, _, output_end, generation, own, envelope_size = found[:7]
+        cache.count(len(digests) - len(found[8]), len(found[8]))
+        cache.note(scope, lineage.decode(), generation.decode(), len(digests))
         size = sum(len(block.data) for block in blocks) + len(own) + int(envelope_size)  # the memory store's measure
         self._reserve(size)
         self.counters.assemblies += 1
@@ -289,7 +287,7 @@ class RedisStore:
     async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None,
                     held: Sequence[str] = (), *, counted: bool = True) -> tuple[str, list]:
         """(the scope it was read under, the script's answer); `held`: digests whose bytes need not be sent;
-        `counted`: False for the second read of one lookup (its `peek` counted the hit)."""
+        `counted`: False for the second read of one lookup (the first counted the hit)."""
         scope = await self.link.scope(owner)
         found = await self._run("READ", [scope, response_id, self.clock(), mode, *held])
         if found[0] == 0 and await self.link.follow_salt():  # the fleet's salt changed: read again under it
@@ -335,6 +333,7 @@ class RedisStore:
             raise no_room()
         for dg, data in pairs:  # the next turn continues this one: its blocks need not come back from Redis
             self.blocks.add(scope, dg, data)
+        self.blocks.note(scope, outcome[4].decode(), outcome[5].decode(), int(outcome[6]))
         self.counters.writes += 1
         self.counters.write_seconds += time.perf_counter() - started
 

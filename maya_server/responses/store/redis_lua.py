@@ -46,11 +46,12 @@ local function block_key(o, dg)
   return P .. 'b:' .. o .. ':' .. dg
 end
 
--- Whether any of the owner's blocks `digests` is missing (one EXISTS per 1000)
-local function blocks_missing(o, digests)
-  for i = 1, #digests, 1000 do
+-- Whether any of the owner's blocks `digests` (from `first`, to `last`) is missing (one EXISTS per 1000)
+local function blocks_missing(o, digests, first, last)
+  first, last = first or 1, last or #digests
+  for i = first, last, 1000 do
     local keys = {}
-    for j = i, math.min(i + 999, #digests) do keys[#keys + 1] = block_key(o, digests[j]) end
+    for j = i, math.min(i + 999, last) do keys[#keys + 1] = block_key(o, digests[j]) end
     if redis.call('EXISTS', unpack(keys)) ~= #keys then return true end
   end
   return false
@@ -183,11 +184,15 @@ end
 """
 
 READ = COMMON + r"""
--- ARGV: P BLOCK SLOT LINEAGE | owner rid now mode(history|peek|response|input) [held digest ...]
+-- ARGV: P BLOCK SLOT LINEAGE | owner rid now mode(history|hinted|response|input) [held ...]
 -- {0}: not found; {2, kind}: stored but a key of kind `kind` is gone (the entry is removed now); {1, ...}: whole.
--- `peek` is `history` without any block's bytes; `history` leaves out the bytes of the blocks the caller holds
--- (its replica's block cache: `store/block_cache.py`). Every block the slice needs is checked either way, held or
--- not: a block Redis lost is a lost entry, never a history completed from a replica's copy.
+-- What the caller's replica holds (its block cache, `store/block_cache.py`) is left out of the answer:
+--   hinted   held = lineage hints, (lineage id, generation, slots) triples: when the entry's lineage is one of them
+--            at the same generation (a lineage is only ever appended to between cut-backs, which bump it), the
+--            first `slots` blocks' bytes are not sent; the answer's last field says how many were left out
+--   history  held = digests: the bytes of those blocks are not sent
+-- Every block the slice needs is checked either way, held or not: a block Redis lost is a lost entry, never a
+-- history completed from a replica's copy.
 local o, rid, now, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
 purge_softly(now)
 local f, lost = find(o, rid, now)
@@ -202,43 +207,49 @@ if redis.call('LLEN', lkey) < oe then
   remove(rid)
   return {2, 'lineage'}
 end
+local gen = redis.call('HGET', P .. 'g', lid) or '0'
 local from, to = 0, oe
 if mode == 'response' then from = ie elseif mode == 'input' then to = ie end
 local digests = {}
 if to > from then digests = redis.call('LRANGE', lkey, from, to - 1) end
-local blocks = {}
-if mode == 'peek' then
-  if blocks_missing(o, digests) then
+local wanted, skipped = digests, 0
+if mode == 'hinted' then
+  for i = 9, #ARGV - 2, 3 do
+    if ARGV[i] == lid and ARGV[i + 1] == gen then skipped = math.min(tonumber(ARGV[i + 2]), #digests) end
+  end
+  if skipped > 0 then
+    if blocks_missing(o, digests, 1, skipped) then
+      remove(rid)
+      return {2, 'block'}
+    end
+    wanted = {}
+    for i = skipped + 1, #digests do wanted[#wanted + 1] = digests[i] end
+  end
+elseif #ARGV > 8 then
+  local held, checked = {}, {}
+  for i = 9, #ARGV do held[ARGV[i]] = true end
+  wanted = {}
+  for _, dg in ipairs(digests) do
+    if held[dg] then checked[#checked + 1] = dg else wanted[#wanted + 1] = dg end
+  end
+  skipped = #checked
+  if blocks_missing(o, checked) then
     remove(rid)
     return {2, 'block'}
   end
-else
-  local wanted, held = digests, {}
-  if #ARGV > 8 then
-    for i = 9, #ARGV do held[ARGV[i]] = true end
-    local checked = {}
-    wanted = {}
-    for _, dg in ipairs(digests) do
-      if held[dg] then checked[#checked + 1] = dg else wanted[#wanted + 1] = dg end
-    end
-    if blocks_missing(o, checked) then
-      remove(rid)
-      return {2, 'block'}
-    end
-  end
-  blocks = read_blocks(o, wanted)
-  for i = 1, #wanted do
-    if not blocks[i] then
-      remove(rid)
-      return {2, 'block'}
-    end
+end
+local blocks = read_blocks(o, wanted)
+for i = 1, #wanted do
+  if not blocks[i] then
+    remove(rid)
+    return {2, 'block'}
   end
 end
 local env
 local ekey = block_key(o, f[7])
 if mode == 'response' then
   env = redis.call('GET', ekey)
-elseif mode == 'history' or mode == 'peek' then
+elseif mode == 'history' or mode == 'hinted' then
   env = redis.call('STRLEN', ekey)  -- its size: what the memory store reserves too
   if env == 0 then env = false end
 else
@@ -249,9 +260,8 @@ if not env then
   return {2, 'envelope'}
 end
 touch(o, rid)
-local gen = redis.call('HGET', P .. 'g', lid) or '0'
 -- the digests as one string (each is DIGEST_BYTES * 2 hex characters): one reply object, not one per block
-return {1, lid, ie, oe, gen, f[6], env, table.concat(digests), blocks}
+return {1, lid, ie, oe, gen, f[6], env, table.concat(digests), blocks, skipped}
 """
 
 PUT = COMMON + r"""
@@ -399,7 +409,8 @@ if evicted > 0 then
   local n = figures()
   n_entries, n_bytes = n[1], n[2]
 end
-return {'ok', n_entries, n_bytes, evicted}
+-- and where the response now lies (lineage, its generation, its end): the writer's hint for the next turn
+return {'ok', n_entries, n_bytes, evicted, lid, redis.call('HGET', P .. 'g', lid) or '0', oe}
 """
 
 DELETE = COMMON + r"""

@@ -129,3 +129,58 @@ def test_two_api_keys_never_share_a_cached_block(start_server):
                                                     ("user", "go on"))
     with pytest.raises(openai.NotFoundError):  # neither key sees the other's responses, cached or not
         clients["key-b"].responses.create(model="m", previous_response_id=firsts["key-a"].id, input="go on")
+
+
+def count_reads(server) -> list[int]:
+    """A counter of the store's READ scripts (each one round trip), bumped on the server's loop."""
+    store, calls = server.app.state.store, [0]
+    read = store._scripts["READ"]
+
+    def counted(args):
+        calls[0] += 1
+        return read(args)
+
+    store._scripts["READ"] = counted
+    return calls
+
+
+def test_replicas_taking_turns_each_fetch_only_the_others_turns_in_one_round_trip(start_server):
+    """Round robin over two replicas: each continuation sends only the blocks the other replica wrote since this one
+    last saw the conversation (its lineage hint), in the one script that checks the whole history."""
+    url, prefix = shared_redis().url, unique_prefix()
+    replicas = [start_server([f"From {name} {n}." for n in range(6)], store=url, store_prefix=prefix)
+                for name in ("a", "b")]
+    reads = [count_reads(server) for server in replicas]
+    ids, said = [], []
+    for turn in range(6):
+        server = replicas[turn % 2]
+        before = cache_of(server)
+        reads_before = reads[turn % 2][0]
+        reply = server.client().responses.create(model="m", input=f"turn {turn}", store=True,
+                                                 previous_response_id=ids[-1] if ids else None)
+        assert server.engine.last_prompt_text == chatml(*said, ("user", f"turn {turn}"))
+        ids.append(reply.id)
+        said += [("user", f"turn {turn}"), ("assistant", reply.output_text)]
+        after = cache_of(server)
+        fetched, taken = after["misses"] - before["misses"], after["hits"] - before["hits"]
+        if turn == 0:
+            continue
+        assert reads[turn % 2][0] - reads_before == 1  # one script, whatever this replica lacked
+        if turn == 1:
+            assert (fetched, taken) == (2, 0)  # b never saw the conversation
+        else:
+            assert (fetched, taken) == (2, 2 * (turn - 1))  # only the other replica's last turn
+
+
+def test_a_hinted_block_evicted_here_is_fetched_by_a_second_read(start_server):
+    url, prefix = shared_redis().url, unique_prefix()
+    server = start_server([f"Answer {n}." for n in range(5)], store=url, store_prefix=prefix,
+                          store_block_cache_bytes=700)  # a few blocks: the chain's first ones are evicted
+    reads = count_reads(server)
+    ids, said = chain(server.client(), 4)
+    assert cache_of(server)["evictions"] > 0
+    before = reads[0]
+    server.client().responses.create(model="m", previous_response_id=ids[-1], input="go on")
+    assert server.engine.last_prompt_text == chatml(*said, ("user", "go on"))
+    assert reads[0] - before == 2  # the hint covered blocks no longer here: the second read names those held
+    assert cache_of(server)["bytes"] <= 700

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from maya_server.responses.store.block_cache import BlockCache
+from maya_server.responses.store.block_cache import HINTS, BlockCache
 
 
 def data(n: int, size: int = 100) -> bytes:
@@ -28,13 +28,15 @@ def test_a_block_larger_than_the_bound_is_handed_back_but_not_held():
     block = cache.add("s", "big", data(1, 200))
     assert block.item() == orjson.loads(data(1, 200))
     assert cache.report()["blocks"] == 0 and cache.bytes == 0
-    assert not cache.holds_any("s") and cache.held("s", ["big"]) == {}
+    cache.note("s", "1", "0", 1)
+    assert cache.held("s", ["big"]) == {} and cache.hints("s") == []  # no hint for what is not held
 
 
 def test_zero_holds_nothing():
     cache = BlockCache(0)
     cache.add("s", "d", data(1))
-    assert cache.report()["blocks"] == 0 and not cache.holds_any("s")
+    cache.note("s", "1", "0", 1)
+    assert cache.report()["blocks"] == 0 and cache.hints("s") == []
 
 
 def test_a_block_used_since_the_hand_passed_is_spared_once():
@@ -51,8 +53,9 @@ def test_a_block_used_since_the_hand_passed_is_spared_once():
 def test_scopes_never_share_a_block():
     cache = BlockCache(10_000)
     a = cache.add("scope-a", "same", data(1))
+    cache.note("scope-a", "7", "0", 1)
     assert cache.held("scope-b", ["same"]) == {}
-    assert not cache.holds_any("scope-b")
+    assert cache.hints("scope-b") == []
     b = cache.add("scope-b", "same", data(1))
     assert a is not b and cache.report()["blocks"] == 2
     assert cache.held("scope-a", ["same"])["same"] is a and cache.held("scope-b", ["same"])["same"] is b
@@ -71,11 +74,26 @@ def test_a_block_is_decoded_once_and_only_when_asked():
     assert block.item() is block.item() == orjson.loads(data(1))
 
 
-def test_the_per_scope_count_follows_evictions():
+def test_a_scopes_hints_go_with_its_last_block():
     cache = BlockCache(200)
     cache.add("a", "d1", data(1))
+    cache.note("a", "1", "0", 1)
     cache.add("b", "d2", data(2))
+    cache.note("b", "2", "3", 1)
+    assert cache.hints("a") == ["1", "0", 1]
     cache.add("b", "d3", data(3))  # evicts a's only block
-    assert not cache.holds_any("a") and cache.holds_any("b")
+    assert cache.hints("a") == [] and cache.hints("b") == ["2", "3", 1]
     cache.count(hits=5, misses=2)
     assert (cache.report()["hits"], cache.report()["misses"]) == (5, 2)
+
+
+def test_hints_are_the_most_recent_lineages_of_the_scope_each_once():
+    cache = BlockCache(10_000)
+    cache.add("s", "d", data(1))
+    for lineage in range(HINTS + 3):
+        cache.note("s", str(lineage), "0", lineage)
+    cache.note("s", "5", "1", 50)  # noted again: its newest generation and length, now the most recent
+    hints = cache.hints("s")
+    triples = [tuple(hints[at:at + 3]) for at in range(0, len(hints), 3)]
+    assert len(triples) == HINTS and triples[-1] == ("5", "1", 50)
+    assert [t[0] for t in triples] == [str(n) for n in range(3, HINTS + 3) if n != 5] + ["5"]
