@@ -46,13 +46,15 @@ local function block_key(o, dg)
   return P .. 'b:' .. o .. ':' .. dg
 end
 
--- Whether any of the owner's blocks `digests` (from `first`, to `last`) is missing (one EXISTS per 1000)
+-- Whether any of the owner's blocks `digests` (from `first`, to `last`) is missing (one TOUCH per 1000: EXISTS's
+-- answer, and the blocks' last use updated as a GET would, so a Redis that evicts by LRU (`allkeys-lru`) sees the
+-- blocks of a history read from a replica's cache as used)
 local function blocks_missing(o, digests, first, last)
   first, last = first or 1, last or #digests
   for i = first, last, 1000 do
     local keys = {}
     for j = i, math.min(i + 999, last) do keys[#keys + 1] = block_key(o, digests[j]) end
-    if redis.call('EXISTS', unpack(keys)) ~= #keys then return true end
+    if redis.call('TOUCH', unpack(keys)) ~= #keys then return true end
   end
   return false
 end
