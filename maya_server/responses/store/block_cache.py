@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from .packing import unpack_item
 
-HINTS = 8
+HINTS = 32
 """Lineage hints kept per scope (while the scope has a block here): a key's concurrent conversations."""
 
 

@@ -16,8 +16,9 @@ What differs from memory, and why:
   replica's copy of one is never stale: each replica keeps the blocks it wrote or read (`store/block_cache.py`,
   bounded by `--store-block-cache-bytes`) with a hint per recent lineage (how many of its leading blocks it
   holds). A continuation's one script checks the whole history and sends only the blocks past the hint, so a
-  replica fetches just the turns other replicas wrote since it last saw the conversation. Redis checks every block
-  either way, so a block it lost is a lost entry, never one served from the copy.
+  replica fetches just the turns other replicas wrote since it last saw the conversation; without a hint for the
+  conversation it sends the digests alone, and a second script fetches the blocks the replica lacks, if any.
+  Redis checks every block either way, so a block it lost is a lost entry, never one served from the copy.
 - **No pins.** A continuation reads its whole history in one script and keeps it in the request; when it is
   saved, the lineage it read is still referenced if nothing cut it back meanwhile (a generation counter says
   so), else the history is written again from the request's copy. A replica that dies mid-request leaves
@@ -237,20 +238,23 @@ class RedisStore:
     # -- reads ------------------------------------------------------------------------
     async def begin(self, owner: str, response_id: str) -> RedisHistory:
         """The history in one script: the blocks this replica holds by its lineage hints are checked in Redis but
-        not sent (`store/block_cache.py`). Only when a block the hint covered was evicted here meanwhile, a second
-        script, which checks the whole history again and leaves out exactly the blocks held. Each script checks
-        every block, so either is as strict as a read without the cache."""
+        not sent (`store/block_cache.py`); for a lineage it has no hint for (while it holds some of the owner's
+        blocks), every block is checked and none sent. Only when a block it needs is not here, a second script,
+        which checks the whole history again and leaves out exactly the blocks held. Each script checks every
+        block, so either is as strict as a read without the cache."""
         started = time.perf_counter()
         cache = self.blocks
         hints = cache.hints(await self.link.scope(owner))
         scope, found = await self._read(owner, response_id, "hinted" if hints else "history", "previous_response_id",
                                         hints)
         digests, skipped = split_digests(found[7]), int(found[9])
+        if skipped == -1:  # no hint for this conversation's lineage: every block checked, none sent
+            skipped = len(digests)
         held = cache.held(scope, digests[:skipped])
         if len(held) == skipped:
             blocks = [held[dg] for dg in digests[:skipped]]
             blocks += [cache.add(scope, dg, data) for dg, data in zip(digests[skipped:], found[8])]
-        else:  # a hinted block is no longer here: name the ones that are
+        else:  # a block hinted (or, without a hint, any block) is not here: name the ones that are
             held = cache.held(scope, digests)
             scope, found = await self._read(owner, response_id, "history", "previous_response_id", list(held),
                                             counted=False)

@@ -191,7 +191,9 @@ READ = COMMON + r"""
 -- What the caller's replica holds (its block cache, `store/block_cache.py`) is left out of the answer:
 --   hinted   held = lineage hints, (lineage id, generation, slots) triples: when the entry's lineage is one of them
 --            at the same generation (a lineage is only ever appended to between cut-backs, which bump it), the
---            first `slots` blocks' bytes are not sent; the answer's last field says how many were left out
+--            first `slots` blocks' bytes are not sent; the answer's last field says how many were left out. When
+--            none is the entry's lineage at its generation, no block's bytes are sent (-1): the caller looks the digests up in its
+--            cache and asks again, naming the ones it holds, only if it lacks some
 --   history  held = digests: the bytes of those blocks are not sent
 -- Every block the slice needs is checked either way, held or not: a block Redis lost is a lost entry, never a
 -- history completed from a replica's copy.
@@ -216,10 +218,17 @@ local digests = {}
 if to > from then digests = redis.call('LRANGE', lkey, from, to - 1) end
 local wanted, skipped = digests, 0
 if mode == 'hinted' then
+  skipped = -1
   for i = 9, #ARGV - 2, 3 do
     if ARGV[i] == lid and ARGV[i + 1] == gen then skipped = math.min(tonumber(ARGV[i + 2]), #digests) end
   end
-  if skipped > 0 then
+  if skipped == -1 then
+    if blocks_missing(o, digests) then
+      remove(rid)
+      return {2, 'block'}
+    end
+    wanted = {}
+  elseif skipped > 0 then
     if blocks_missing(o, digests, 1, skipped) then
       remove(rid)
       return {2, 'block'}

@@ -184,3 +184,20 @@ def test_a_hinted_block_evicted_here_is_fetched_by_a_second_read(start_server):
     assert server.engine.last_prompt_text == chatml(*said, ("user", "go on"))
     assert reads[0] - before == 2  # the hint covered blocks no longer here: the second read names those held
     assert cache_of(server)["bytes"] <= 700
+
+
+def test_without_a_hint_for_the_lineage_the_held_blocks_are_checked_and_not_sent(start_server):
+    """A turn stored and deleted again cuts the lineage back (its generation changes, so the hint no longer holds):
+    the next continuation's script checks every block and sends none, the replica holding them all."""
+    url, prefix = shared_redis().url, unique_prefix()
+    server = start_server([f"Answer {n}." for n in range(3)] + ["Branch."] + ["More."] * 4, store=url,
+                          store_prefix=prefix)
+    reads = count_reads(server)
+    ids, said = chain(server.client(), 3)
+    branch = server.client().responses.create(model="m", previous_response_id=ids[-1], input="a branch", store=True)
+    server.client().responses.delete(branch.id)
+    before, reads_before = cache_of(server), reads[0]
+    server.client().responses.create(model="m", previous_response_id=ids[-1], input="go on")
+    assert server.engine.last_prompt_text == chatml(*said, ("user", "go on"))
+    after = cache_of(server)
+    assert (after["misses"] - before["misses"], after["hits"] - before["hits"], reads[0] - reads_before) == (0, 6, 1)
