@@ -9,7 +9,8 @@ a throwaway directory), then, alternating the two so both see the same machine, 
     after it, the history released (then the new turn is deleted again, untimed).
 
 Printed: p50 and p99 of each, per backend, and Redis ÷ memory. Redis's figures include the loopback
-round trip (one per operation: each is one Lua script) and decoding the history the script returns.
+round trips (a store is one Lua script; a continuation is two: the read, which with this replica's block cache
+checks every block in Redis and sends none it holds, and the put) and decoding what the read sends.
 
     .venv/bin/python bench/store_redis_chain.py [--depth 500] [--rounds 300]
 """

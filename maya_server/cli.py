@@ -192,6 +192,10 @@ def _store_options(st: argparse._ArgumentGroup) -> None:
                          f"(default {_default('store_command_timeout')})")
     st.add_argument("--store-pool-size", dest="store_pool_size", metavar="N",
                     help=f"Redis connections per replica (default {_default('store_pool_size')})")
+    st.add_argument("--store-block-cache-bytes", dest="store_block_cache_bytes", metavar="N",
+                    help="with --store redis://…: bytes of stored item blocks this replica keeps a copy of, so a "
+                         "continuation fetches from Redis only the blocks it lacks; 0 turns it off "
+                         f"(default {_default('store_block_cache_bytes')})")
     st.add_argument("--store-require-noeviction", dest="store_require_noeviction", action="store_const", const=True,
                     help="refuse to start (exit 2) when Redis's maxmemory-policy may evict Maya's keys (allkeys-*) "
                          "or cannot be read (default: a warning in the log and /v1/status)")

@@ -179,6 +179,9 @@ class ServerConfig:
     store_command_timeout: float = 1.0
     """Seconds one Redis command may take (waiting for a pooled connection included) before it is a 503."""
     store_pool_size: int = 32
+    store_block_cache_bytes: int = 64 * 1024 * 1024
+    """With a Redis store: bytes of item blocks (encoded) this replica keeps a copy of, so a continuation fetches only
+    the blocks it lacks (`responses/store/block_cache.py`); 0 turns the copy off."""
     store_require_noeviction: bool = False
     """Refuse to start when Redis may evict Maya's keys (an `allkeys-*` maxmemory-policy, or one Maya cannot read):
     `responses/store/redis_config.py`."""
@@ -403,6 +406,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "store_connect_timeout": _positive_float,
     "store_command_timeout": _positive_float,
     "store_pool_size": _positive_int,
+    "store_block_cache_bytes": _non_negative_int,
     "store_require_noeviction": _flag,
     "job_lease_s": _positive_float,
 }

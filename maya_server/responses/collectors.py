@@ -60,6 +60,8 @@ class StoreCollector:
                                       value=stats["command_errors"])
         if "redis" in stats:
             yield from _redis_metrics(stats["redis"])
+        if "block_cache" in stats:
+            yield from _block_cache_metrics(stats["block_cache"])
         for name, text in GAUGES.items():
             yield GaugeMetricFamily(PREFIX + name, text, value=stats[name])
         yield GaugeMetricFamily(PREFIX + "limit_entries", "Configured response limit", value=stats["limits"]["entries"])
@@ -68,6 +70,21 @@ class StoreCollector:
             yield CounterMetricFamily(PREFIX + name, text, value=stats.get(name, 0))
         for name, (count, total, text) in TIMINGS.items():
             yield SummaryMetricFamily(PREFIX + name + "_seconds", text, count_value=stats[count], sum_value=stats[total])
+
+
+def _block_cache_metrics(cache: dict) -> Iterator[Metric]:
+    """This replica's copy of stored item blocks (Redis store; `store/block_cache.py`)."""
+    name = PREFIX + "block_cache_"
+    yield GaugeMetricFamily(name + "bytes", "Encoded bytes of item blocks this replica holds a copy of",
+                            value=cache["bytes"])
+    yield GaugeMetricFamily(name + "limit_bytes", "The most such bytes held (store_block_cache_bytes)",
+                            value=cache["limit_bytes"])
+    yield GaugeMetricFamily(name + "blocks", "Item blocks this replica holds a copy of", value=cache["blocks"])
+    yield CounterMetricFamily(name + "hits", "Blocks a continuation took from this replica's copy (Redis checked they "
+                              "exist)", value=cache["hits"])
+    yield CounterMetricFamily(name + "misses", "Blocks a continuation fetched from Redis", value=cache["misses"])
+    yield CounterMetricFamily(name + "evictions", "Blocks dropped from the copy to keep it within its bound",
+                              value=cache["evictions"])
 
 
 def _redis_metrics(redis: dict) -> Iterator[Metric]:

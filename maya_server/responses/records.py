@@ -28,8 +28,9 @@ and what it owns never import the HTTP layer.
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Awaitable, Iterator
 
 import orjson
 
@@ -94,16 +95,26 @@ class ResponseRecords:
         return StoredTurn(self.store, owner, request, base, carried, unstored=self.unstored)
 
     async def _continued(self, owner: str, response_id: str) -> tuple[StoredHistory | None, list[dict]]:
-        """The store's copy pinned, or (evicted from the store) the retained record's history to carry."""
-        job = await self.jobs.find(owner, response_id, history=True)
-        if job is not None:
-            _check_continuable(job)
+        """The store's copy pinned, or (evicted from the store) the retained record's history to carry. With a
+        shared store both lookups are round trips: they run at once, and a history pinned for nothing (the job
+        refuses, or the request is cancelled) is released."""
+        if self.store.backend == "memory":
+            job = await self.jobs.find(owner, response_id, history=True)
+            if job is not None:
+                _check_continuable(job)
+            return await _stored_or_carried(job, self.store.begin(owner, response_id))
+        begun = asyncio.ensure_future(self.store.begin(owner, response_id))
         try:
-            return await self.store.begin(owner, response_id), []
-        except NotFoundError:
-            if job is None:
-                raise
-            return None, job.history_items()
+            job = await self.jobs.find(owner, response_id, history=True)
+            if job is not None:
+                _check_continuable(job)
+        except BaseException:
+            begun.cancel()
+            await asyncio.gather(begun, return_exceptions=True)
+            if not begun.cancelled() and begun.exception() is None:
+                begun.result().release()
+            raise
+        return await _stored_or_carried(job, begun)
 
     async def input_items(self, owner: str, response_id: str, *, order: str, limit: int, after: str | None) -> dict:
         """One page of the response's input items (a list object), newest first when `order` is "desc";
@@ -153,6 +164,16 @@ class ResponseRecords:
         if not stored.get("background"):
             raise InvalidRequestError("Only background responses can be cancelled.", param=None)
         return stored  # a finished background response: cancelling again changes nothing
+
+
+async def _stored_or_carried(job: Job | None, begun: Awaitable[StoredHistory]) -> tuple[StoredHistory | None, list[dict]]:
+    """The store's history; where the store has none, the retained job record's to carry (else the 404)."""
+    try:
+        return await begun, []
+    except NotFoundError:
+        if job is None:
+            raise
+        return None, job.history_items()
 
 
 def _check_continuable(job: Job) -> None:

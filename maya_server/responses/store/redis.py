@@ -12,7 +12,13 @@ What differs from memory, and why:
   be used to test guessed keys. The secret is `--store-secret-file`'s content; without one, a random salt
   kept in Redis itself (set once by whichever replica comes first), which still makes each deployment's
   scopes its own but protects nothing from someone who can read Redis.
-- **Blocks are keyed by their content's digest** within a scope, so an item is stored once per scope.
+- **Blocks are keyed by their content's digest** within a scope, so an item is stored once per scope, and a
+  replica's copy of one is never stale: each replica keeps the blocks it wrote or read (`store/block_cache.py`,
+  bounded by `--store-block-cache-bytes`) with a hint per recent lineage (how many of its leading blocks it
+  holds). A continuation's one script checks the whole history and sends only the blocks past the hint, so a
+  replica fetches just the turns other replicas wrote since it last saw the conversation; without a hint for the
+  conversation it sends the digests alone, and a second script fetches the blocks the replica lacks, if any.
+  Redis checks every block either way, so a block it lost is a lost entry, never one served from the copy.
 - **No pins.** A continuation reads its whole history in one script and keeps it in the request; when it is
   saved, the lineage it read is still referenced if nothing cut it back meanwhile (a generation counter says
   so), else the history is written again from the request's copy. A replica that dies mid-request leaves
@@ -50,8 +56,9 @@ from . import redis_lua as lua
 from . import redis_upkeep_lua as upkeep
 from .redis_link import SCOPE_HEX, UNREACHABLE, RedisLink, every
 from ..settings import ResponsesSettings
+from .block_cache import Block, BlockCache
 from .core import StoreCounters, not_found, _too_large, no_room, reserve_assembly
-from .packing import pack_envelope, pack_item, pack_own, unpack_item, unpack_response
+from .packing import pack_envelope, pack_item, pack_own, unpack_response
 
 BLOCK_OVERHEAD = 80
 """What Redis holds per block besides its JSON and key name: the key's entry, the string object and its
@@ -89,28 +96,35 @@ def digest(data: bytes) -> str:
 
 @dataclass
 class RedisHistory:
-    """A continued response's history, read whole in one script; `release()` gives back its assembly bytes."""
+    """A continued response's history, read whole (checked whole by one script); `release()` gives back its
+    assembly bytes. Its blocks come from this replica's block cache or from Redis, the same objects either way."""
 
     store: "RedisStore"
     lineage: str
     end: int
     generation: str
     digests: list[str]
-    blocks: list[bytes]
+    blocks: list[Block]
     reserved: int
     released: bool = False
 
     @property
     def history_bytes(self) -> int:
-        return sum(len(data) for data in self.blocks)
+        return sum(len(block.data) for block in self.blocks)
 
     def items(self) -> list[dict]:
-        return [unpack_item(data) for data in self.blocks]
+        return [block.item() for block in self.blocks]
 
     def release(self) -> None:
         if not self.released:
             self.released = True
             self.store._assembling -= self.reserved
+
+
+def split_digests(joined: bytes) -> list[str]:
+    """The digests a READ returns as one string (`redis_lua.READ`), one by one."""
+    text, width = joined.decode(), 2 * DIGEST_BYTES
+    return [text[at:at + width] for at in range(0, len(text), width)]
 
 
 def lost_error(response_id: str, param: str | None) -> NotFoundError:
@@ -131,8 +145,10 @@ class RedisStore:
     backend = "redis"
 
     def __init__(self, link: RedisLink, settings: ResponsesSettings, *, probe_s: float = 2.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, block_cache_bytes: int = 0) -> None:
         self.link = link
+        self.blocks = BlockCache(block_cache_bytes)
+        """This replica's copies of item blocks (`store/block_cache.py`): a continuation fetches only the rest."""
         self.settings = settings
         self.prefix = link.prefix
         self.clock = clock
@@ -221,25 +237,47 @@ class RedisStore:
 
     # -- reads ------------------------------------------------------------------------
     async def begin(self, owner: str, response_id: str) -> RedisHistory:
+        """The history in one script: the blocks this replica holds by its lineage hints are checked in Redis but
+        not sent (`store/block_cache.py`); for a lineage it has no hint for (while it holds some of the owner's
+        blocks), every block is checked and none sent. Only when a block it needs is not here, a second script,
+        which checks the whole history again and leaves out exactly the blocks held. Each script checks every
+        block, so either is as strict as a read without the cache."""
         started = time.perf_counter()
-        found = await self._read(owner, response_id, "history", "previous_response_id")
-        _, lineage, _, output_end, generation, own, envelope_size, digests, blocks = found
-        size = sum(len(data) for data in blocks) + len(own) + int(envelope_size)  # the memory store's measure
+        cache = self.blocks
+        hints = cache.hints(await self.link.scope(owner))
+        scope, found = await self._read(owner, response_id, "hinted" if hints else "history", "previous_response_id",
+                                        hints)
+        digests, skipped = split_digests(found[7]), int(found[9])
+        if skipped == -1:  # no hint for this conversation's lineage: every block checked, none sent
+            skipped = len(digests)
+        held = cache.held(scope, digests[:skipped])
+        if len(held) == skipped:
+            blocks = [held[dg] for dg in digests[:skipped]]
+            blocks += [cache.add(scope, dg, data) for dg, data in zip(digests[skipped:], found[8])]
+        else:  # a block hinted (or, without a hint, any block) is not here: name the ones that are
+            held = cache.held(scope, digests)
+            scope, found = await self._read(owner, response_id, "history", "previous_response_id", list(held),
+                                            counted=False)
+            digests, sent = split_digests(found[7]), iter(found[8])
+            blocks = [held.get(dg) or cache.add(scope, dg, next(sent)) for dg in digests]
+        _, lineage, _, output_end, generation, own, envelope_size = found[:7]
+        cache.count(len(digests) - len(found[8]), len(found[8]))
+        cache.note(scope, lineage.decode(), generation.decode(), len(digests))
+        size = sum(len(block.data) for block in blocks) + len(own) + int(envelope_size)  # the memory store's measure
         self._reserve(size)
         self.counters.assemblies += 1
         self.counters.assembly_seconds += time.perf_counter() - started
-        return RedisHistory(self, lineage.decode(), int(output_end), generation.decode(),
-                            [d.decode() for d in digests], list(blocks), size)
+        return RedisHistory(self, lineage.decode(), int(output_end), generation.decode(), digests, blocks, size)
 
     async def get(self, owner: str, response_id: str) -> dict:
-        found = await self._read(owner, response_id, "response")
+        found = (await self._read(owner, response_id, "response"))[1]
         own, envelope, outputs = found[5], found[6], found[8]
         with self.assembling(len(own) + len(envelope) + sum(len(data) for data in outputs)):
             return unpack_response(own, envelope, outputs)
 
     async def input_items(self, owner: str, response_id: str) -> list[tuple[str, bytes]]:
         """(id, JSON) of each input item, oldest first."""
-        blocks = (await self._read(owner, response_id, "input"))[8]
+        blocks = (await self._read(owner, response_id, "input"))[1][8]
         return [(orjson.loads(data)["id"], data) for data in blocks]
 
     @contextmanager
@@ -250,17 +288,22 @@ class RedisStore:
         finally:
             self._assembling -= nbytes
 
-    async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None) -> list:
-        found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
+    async def _read(self, owner: str, response_id: str, mode: str, param: str | None = None,
+                    held: Sequence[str] = (), *, counted: bool = True) -> tuple[str, list]:
+        """(the scope it was read under, the script's answer); `held`: digests whose bytes need not be sent;
+        `counted`: False for the second read of one lookup (the first counted the hit)."""
+        scope = await self.link.scope(owner)
+        found = await self._run("READ", [scope, response_id, self.clock(), mode, *held])
         if found[0] == 0 and await self.link.follow_salt():  # the fleet's salt changed: read again under it
-            found = await self._run("READ", [await self.link.scope(owner), response_id, self.clock(), mode])
+            scope = await self.link.scope(owner)
+            found = await self._run("READ", [scope, response_id, self.clock(), mode, *held])
         if found[0] == 2:
             raise self._lose(response_id, found[1].decode(), param)
         if found[0] == 0:
             self.counters.misses += 1
             raise not_found(response_id, "in the shared Redis store", param)
-        self.counters.hits += 1
-        return found
+        self.counters.hits += counted
+        return scope, found
 
     # -- writes -----------------------------------------------------------------------
     def check_fits(self, expanded_bytes: int) -> None:
@@ -282,7 +325,7 @@ class RedisStore:
         pairs = [(digest(data), data) for data in packed]
         outcome = await self._put(scope, response["id"], own, envelope, pairs, len(new_items), base, size)
         if outcome[0] == b"stale":  # the continued lineage was cut back meanwhile: write the history again
-            again = list(zip(base.digests, base.blocks)) + pairs
+            again = [(dg, block.data) for dg, block in zip(base.digests, base.blocks)] + pairs
             outcome = await self._put(scope, response["id"], own, envelope, again, len(base.blocks) + len(new_items),
                                       None, size + history + len(base.blocks) * (self.block_overhead + SLOT_BYTES))
         if outcome[0] == b"exists":
@@ -292,6 +335,9 @@ class RedisStore:
         if outcome[0] != b"ok":
             self.counters.rejections += 1
             raise no_room()
+        for dg, data in pairs:  # the next turn continues this one: its blocks need not come back from Redis
+            self.blocks.add(scope, dg, data)
+        self.blocks.note(scope, outcome[4].decode(), outcome[5].decode(), int(outcome[6]))
         self.counters.writes += 1
         self.counters.write_seconds += time.perf_counter() - started
 
@@ -372,6 +418,7 @@ class RedisStore:
             **local,
             "expirations": self.fleet["expirations"],  # only the scripts see an entry expire: the fleet's count
             "lost": self.lost, "recounts": self.recounts,
+            "block_cache": self.blocks.report(),
             "fleet": dict(self.fleet),
             "commands": f.commands, "command_seconds": f.command_seconds, "command_errors": f.command_errors,
             "redis": self.link.report(),

@@ -46,22 +46,15 @@ local function block_key(o, dg)
   return P .. 'b:' .. o .. ':' .. dg
 end
 
--- A reference to the block; written when new, and written again when counted but gone (evicted, deleted by hand)
-local function block_add(o, dg, data)
-  if redis.call('HINCRBY', P .. 'rc:' .. o, dg, 1) == 1 then
-    redis.call('SET', block_key(o, dg), data)
-    charge(o, #data + BLOCK)
-  else
-    redis.call('SET', block_key(o, dg), data, 'NX')
-  end
-end
-
--- Whether any of the owner's blocks `digests` is missing (one EXISTS per 1000)
-local function blocks_missing(o, digests)
-  for i = 1, #digests, 1000 do
+-- Whether any of the owner's blocks `digests` (from `first`, to `last`) is missing (one TOUCH per 1000: EXISTS's
+-- answer, and the blocks' last use updated as a GET would, so a Redis that evicts by LRU (`allkeys-lru`) sees the
+-- blocks of a history read from a replica's cache as used)
+local function blocks_missing(o, digests, first, last)
+  first, last = first or 1, last or #digests
+  for i = first, last, 1000 do
     local keys = {}
-    for j = i, math.min(i + 999, #digests) do keys[#keys + 1] = block_key(o, digests[j]) end
-    if redis.call('EXISTS', unpack(keys)) ~= #keys then return true end
+    for j = i, math.min(i + 999, last) do keys[#keys + 1] = block_key(o, digests[j]) end
+    if redis.call('TOUCH', unpack(keys)) ~= #keys then return true end
   end
   return false
 end
@@ -193,8 +186,17 @@ end
 """
 
 READ = COMMON + r"""
--- ARGV: P BLOCK SLOT LINEAGE | owner rid now mode(history|response|input)
--- {0}: not found; {2, kind}: stored but a key of kind `kind` is gone (the entry is removed now); {1, ...}: whole
+-- ARGV: P BLOCK SLOT LINEAGE | owner rid now mode(history|hinted|response|input) [held ...]
+-- {0}: not found; {2, kind}: stored but a key of kind `kind` is gone (the entry is removed now); {1, ...}: whole.
+-- What the caller's replica holds (its block cache, `store/block_cache.py`) is left out of the answer:
+--   hinted   held = lineage hints, (lineage id, generation, slots) triples: when the entry's lineage is one of them
+--            at the same generation (a lineage is only ever appended to between cut-backs, which bump it), the
+--            first `slots` blocks' bytes are not sent; the answer's last field says how many were left out. When
+--            none is the entry's lineage at its generation, no block's bytes are sent (-1): the caller looks the digests up in its
+--            cache and asks again, naming the ones it holds, only if it lacks some
+--   history  held = digests: the bytes of those blocks are not sent
+-- Every block the slice needs is checked either way, held or not: a block Redis lost is a lost entry, never a
+-- history completed from a replica's copy.
 local o, rid, now, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
 purge_softly(now)
 local f, lost = find(o, rid, now)
@@ -209,12 +211,46 @@ if redis.call('LLEN', lkey) < oe then
   remove(rid)
   return {2, 'lineage'}
 end
+local gen = redis.call('HGET', P .. 'g', lid) or '0'
 local from, to = 0, oe
 if mode == 'response' then from = ie elseif mode == 'input' then to = ie end
 local digests = {}
 if to > from then digests = redis.call('LRANGE', lkey, from, to - 1) end
-local blocks = read_blocks(o, digests)
-for i = 1, #digests do
+local wanted, skipped = digests, 0
+if mode == 'hinted' then
+  skipped = -1
+  for i = 9, #ARGV - 2, 3 do
+    if ARGV[i] == lid and ARGV[i + 1] == gen then skipped = math.min(tonumber(ARGV[i + 2]), #digests) end
+  end
+  if skipped == -1 then
+    if blocks_missing(o, digests) then
+      remove(rid)
+      return {2, 'block'}
+    end
+    wanted = {}
+  elseif skipped > 0 then
+    if blocks_missing(o, digests, 1, skipped) then
+      remove(rid)
+      return {2, 'block'}
+    end
+    wanted = {}
+    for i = skipped + 1, #digests do wanted[#wanted + 1] = digests[i] end
+  end
+elseif #ARGV > 8 then
+  local held, checked = {}, {}
+  for i = 9, #ARGV do held[ARGV[i]] = true end
+  wanted = {}
+  for _, dg in ipairs(digests) do
+    if held[dg] then checked[#checked + 1] = dg else wanted[#wanted + 1] = dg end
+  end
+  skipped = #checked
+  if blocks_missing(o, checked) then
+    remove(rid)
+    return {2, 'block'}
+  end
+end
+local blocks = read_blocks(o, wanted)
+for i = 1, #wanted do
   if not blocks[i] then
     remove(rid)
     return {2, 'block'}
@@ -224,7 +260,7 @@ local env
 local ekey = block_key(o, f[7])
 if mode == 'response' then
   env = redis.call('GET', ekey)
-elseif mode == 'history' then
+elseif mode == 'history' or mode == 'hinted' then
   env = redis.call('STRLEN', ekey)  -- its size: what the memory store reserves too
   if env == 0 then env = false end
 else
@@ -235,13 +271,16 @@ if not env then
   return {2, 'envelope'}
 end
 touch(o, rid)
-local gen = redis.call('HGET', P .. 'g', lid) or '0'
-return {1, lid, ie, oe, gen, f[6], env, digests, blocks}
+-- the digests as one string (each is DIGEST_BYTES * 2 hex characters): one reply object, not one per block
+return {1, lid, ie, oe, gen, f[6], env, table.concat(digests), blocks, skipped}
 """
 
 PUT = COMMON + r"""
 -- ARGV: P BLOCK SLOT LINEAGE | owner rid now expires own env_digest env_data base_lid base_end base_gen
 --       n_input entries bytes owner_entries owner_bytes entry_overhead | digest data ... (input, then output)
+-- Written for few commands (each costs Redis CPU, and the request waits for the script): the references and the
+-- new blocks in one HMGET, one HSET and one MSET, the lineage in one RPUSH, every charge summed and applied once,
+-- and the bounds checked on what those increments return.
 local o, rid, now, expires = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local own, env_dg, env_data = ARGV[9], ARGV[10], ARGV[11]
 local base_lid, base_end, base_gen = ARGV[12], tonumber(ARGV[13]), ARGV[14]
@@ -251,8 +290,10 @@ local owner_entries, owner_bytes, ENTRY = tonumber(ARGV[18]), tonumber(ARGV[19])
 local FIRST = 21
 purge(now)
 if redis.call('EXISTS', P .. 'e:' .. rid) == 1 then return {'exists'} end
+local rc = P .. 'rc:' .. o
+local owed = 0  -- bytes charged to the owner and the fleet, applied once below
 
-local lid
+local lid, start
 if base_lid ~= '' then
   local gen = redis.call('HGET', P .. 'g', base_lid)
   local len = redis.call('LLEN', P .. 'l:' .. base_lid)
@@ -261,43 +302,80 @@ if base_lid ~= '' then
   if base_end > 0 and blocks_missing(o, redis.call('LRANGE', P .. 'l:' .. base_lid, 0, base_end - 1)) then
     return {'stale'}
   end
-  if len == base_end then lid = base_lid end
+  if len == base_end then lid, start = base_lid, base_end end
 end
 if not lid then
   repeat  -- never a lineage id in use (`P n lin` may have been lost and restarted)
     lid = tostring(redis.call('HINCRBY', P .. 'n', 'lin', 1))
-  until redis.call('EXISTS', P .. 'l:' .. lid, P .. 'u:' .. lid) == 0 and redis.call('HEXISTS', P .. 'g', lid) == 0
-  redis.call('HSET', P .. 'g', lid, 0)
-  charge(o, LINEAGE)
+  until redis.call('EXISTS', P .. 'l:' .. lid, P .. 'u:' .. lid) == 0 and redis.call('HSETNX', P .. 'g', lid, 0) == 1
+  owed = owed + LINEAGE
+  start = 0
   if base_lid ~= '' and base_end > 0 then
     local copied = redis.call('LRANGE', P .. 'l:' .. base_lid, 0, base_end - 1)
     for i = 1, #copied, 1000 do
       local chunk = {}
       for j = i, math.min(i + 999, #copied) do
         chunk[#chunk + 1] = copied[j]
-        redis.call('HINCRBY', P .. 'rc:' .. o, copied[j], 1)
+        redis.call('HINCRBY', rc, copied[j], 1)
       end
       redis.call('RPUSH', P .. 'l:' .. lid, unpack(chunk))
     end
-    charge(o, SLOT * #copied)
+    owed = owed + SLOT * #copied
+    start = #copied
   end
 end
 
-local lkey = P .. 'l:' .. lid
-local start = redis.call('LLEN', lkey)
+-- the new blocks and the envelope: a reference each; a block's bytes written when it is new, and written again
+-- when counted but gone (evicted, deleted by hand)
+local digests, data = {}, {}
 for i = FIRST, #ARGV, 2 do
-  block_add(o, ARGV[i], ARGV[i + 1])
-  redis.call('RPUSH', lkey, ARGV[i])
+  digests[#digests + 1] = ARGV[i]
+  data[#data + 1] = ARGV[i + 1]
 end
-local oe = redis.call('LLEN', lkey)
-charge(o, SLOT * (oe - start))
-block_add(o, env_dg, env_data)
+local n_blocks = #digests
+digests[n_blocks + 1], data[n_blocks + 1] = env_dg, env_data
+local counts = {}
+for i = 1, #digests, 1000 do
+  local chunk = {}
+  for j = i, math.min(i + 999, #digests) do chunk[#chunk + 1] = digests[j] end
+  local got = redis.call('HMGET', rc, unpack(chunk))
+  for j, count in ipairs(got) do
+    local dg = chunk[j]
+    if counts[dg] == nil then counts[dg] = tonumber(count) or 0 end
+  end
+end
+local refs, fresh = {}, {}
+local seen = {}
+for i, dg in ipairs(digests) do
+  if counts[dg] == 0 and not seen[dg] then
+    fresh[#fresh + 1] = block_key(o, dg)
+    fresh[#fresh + 1] = data[i]
+    owed = owed + #data[i] + BLOCK
+  elseif counts[dg] > 0 and not seen[dg] then
+    redis.call('SET', block_key(o, dg), data[i], 'NX')
+  end
+  seen[dg] = true
+  counts[dg] = counts[dg] + 1
+end
+for dg, count in pairs(counts) do
+  refs[#refs + 1] = dg
+  refs[#refs + 1] = count
+end
+for i = 1, #refs, 1000 do redis.call('HSET', rc, unpack(refs, i, math.min(i + 999, #refs))) end
+for i = 1, #fresh, 1000 do redis.call('MSET', unpack(fresh, i, math.min(i + 999, #fresh))) end
+
+local lkey = P .. 'l:' .. lid
+for i = 1, n_blocks, 1000 do redis.call('RPUSH', lkey, unpack(digests, i, math.min(i + 999, n_blocks))) end
+local oe = start + n_blocks
+owed = owed + SLOT * n_blocks
 local cost = #own + ENTRY
+owed = owed + cost
 redis.call('HSET', P .. 'e:' .. rid, 'o', o, 'l', lid, 'ie', start + n_input, 'oe', oe, 'own', own,
            'env', env_dg, 'x', expires, 'c', cost)
-charge(o, cost)
-redis.call('HINCRBY', P .. 'n', 'entries', 1)
-redis.call('HINCRBY', P .. 'oe', o, 1)
+local n_entries = redis.call('HINCRBY', P .. 'n', 'entries', 1)
+local n_bytes = redis.call('HINCRBY', P .. 'n', 'bytes', owed)
+local o_entries = redis.call('HINCRBY', P .. 'oe', o, 1)
+local o_bytes = redis.call('HINCRBY', P .. 'ob', o, owed)
 redis.call('ZADD', P .. 'u:' .. lid, oe, rid)
 redis.call('ZADD', P .. 'exp', expires, rid)
 touch(o, rid)
@@ -324,17 +402,26 @@ local function fleet_over()
   return n[1] > max_entries or n[2] > max_bytes
 end
 local ok = true
-while ok and owner_over() do ok = evict_from(P .. 'lru:' .. o) end
-while ok and fleet_over() do ok = evict_from(P .. 'lru') end
-redis.call('HINCRBY', P .. 'n', 'evictions', evicted)
+local over = (owner_entries > 0 and o_entries > owner_entries) or (owner_bytes > 0 and o_bytes > owner_bytes)
+if over then
+  while ok and owner_over() do ok = evict_from(P .. 'lru:' .. o) end
+end
+if ok and (evicted > 0 or n_entries > max_entries or n_bytes > max_bytes) then
+  while ok and fleet_over() do ok = evict_from(P .. 'lru') end
+end
+if evicted > 0 then redis.call('HINCRBY', P .. 'n', 'evictions', evicted) end
 if not ok then
   remove(rid)
   local n = figures()
   return {'full', n[1], n[2], evicted}
 end
 redis.call('HINCRBY', P .. 'n', 'writes', 1)
-local n = figures()
-return {'ok', n[1], n[2], evicted}
+if evicted > 0 then
+  local n = figures()
+  n_entries, n_bytes = n[1], n[2]
+end
+-- and where the response now lies (lineage, its generation, its end): the writer's hint for the next turn
+return {'ok', n_entries, n_bytes, evicted, lid, redis.call('HGET', P .. 'g', lid) or '0', oe}
 """
 
 DELETE = COMMON + r"""
