@@ -34,26 +34,26 @@ import asyncio
 import logging
 import secrets
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 import orjson
 
-from ...errors import EventTooLarge, StoreUnavailableError
+from ...errors import EventTooLarge, MayaError, StoreUnavailableError
 from . import redis_lua as lua
 from ..assembler import ResponseAssembler
 from .event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
+from .handover import ClaimedTask, Resumer, ended
 from .manager import (
     ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
 from ..store.redis_link import RedisLink, every
 from ..settings import ResponsesSettings
 
-SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES")
+SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES", "CLAIM",
+           "HAND_OVER")
 CANCEL_POLL_S = 0.1
-OWNER_LOST = ("The replica that ran this background response stopped renewing its lease (it was stopped, or "
-              "lost the store); the response failed. Create it again.")
-OWNER_LOST_CODE = "background_owner_lost"
 
 log = logging.getLogger("maya.jobs")
 
@@ -85,8 +85,20 @@ class RedisJobManager(JobManager):
     backend = "redis"
 
     def __init__(self, settings: ResponsesSettings, *, link: RedisLink, tail_client: Any, lease_s: float,
-                 wall_clock: Callable[[], float] = time.time, **options) -> None:
+                 wall_clock: Callable[[], float] = time.time, serves: tuple[str, str] = ("", ""),
+                 claim_wait_s: float = 30.0, resume_limit: int = 3, shutdown_grace_s: float = 25.0,
+                 **options) -> None:
+        """`serves`: the model and family this replica generates with; it takes over only tasks admitted for the
+        same two. `claim_wait_s`, `resume_limit`: when a task nobody holds ends instead (`jobs/handover.py`);
+        `shutdown_grace_s`: how long a SIGTERM lets running tasks finish here before handing them over."""
         super().__init__(settings, **options)
+        self.serves = serves
+        self.claim_wait_s = claim_wait_s
+        self.resume_limit = resume_limit
+        self.shutdown_grace_s = shutdown_grace_s
+        self.resumer: Resumer | None = None
+        """Rebuilds a task taken over (set by the API layer, `responses/resumable.py`); None: this replica takes
+        none over, and only ends the tasks that nobody may take."""
         self.link = link
         self.lease_s = lease_s
         self.heartbeat_s = min(1.0, lease_s / 4)
@@ -102,6 +114,8 @@ class RedisJobManager(JobManager):
         self.fleet: dict = {"records": 0, "active": 0}
         self.fenced = 0
         self.reaped = 0
+        self.takeovers = TakeOverFigures()
+        self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -130,7 +144,8 @@ class RedisJobManager(JobManager):
         now = self.wall_clock()
         args: list = [self.link.prefix, now, s.job_ttl_s, s.job_entries, s.job_owner_entries, s.event_count,
                       s.event_bytes, job.id, await self.link.scope(job.owner), self.replica, now + self.lease_s,
-                      job.history, orjson.dumps(job.snapshot())]
+                      job.history, orjson.dumps(job.snapshot()), job.request, job.prior_count, *self.serves,
+                      now + s.job_timeout_s]
         for kind, body in events:
             args += (kind, body)
         answer = await self._scripts["ADMIT"](args)
@@ -148,7 +163,9 @@ class RedisJobManager(JobManager):
 
     # -- lookups --------------------------------------------------------------------------
     def runs_here(self, job_id: str) -> bool:
-        return job_id in self._draining
+        """Never, for a reader: a task here may be handed over when this replica stops, so every reader gets the
+        shutdown's `error` and reconnects through another replica, where the task goes on."""
+        return False
 
     async def find(self, owner: str, response_id: str, *, history: bool = False) -> SharedJob | None:
         s = self.settings
@@ -254,28 +271,96 @@ class RedisJobManager(JobManager):
             elif answer in (b"fenced", b"gone"):
                 job.log.refused()
         for job_id in lapsed:
-            if job_id.decode() not in self._draining:
-                await self._reap(job_id.decode())
+            if job_id.decode() not in self._draining and not self._stopping:
+                await self._take_over(job_id.decode())
 
-    async def _reap(self, job_id: str) -> None:
-        """Fail a task whose owner's lease lapsed, with a terminal event for every reader."""
+    # -- taking over a task nobody holds (jobs/handover.py) ---------------------------------
+    async def _take_over(self, job_id: str) -> None:
+        """Race the other replicas for a task whose lease lapsed: the winner runs it on (`CLAIM`); a task that
+        must not be taken ends with its code; one admitted for another model is left for a replica serving it."""
         key = self.logs.key("j:", job_id)
-        fence, snapshot = await self.link.command(lambda: self.link.client.hmget(key, "f", "snap"))
+        fence = await self.link.command(lambda: self.link.client.hget(key, "f"))
         if fence is None:
             return
-        failed, events = lapsed_failure(orjson.loads(snapshot))
+        now = self.wall_clock()
+        if self.resumer is None:  # takes nothing over: only ends what must end
+            serves = ("", "\n")  # matches no record
+        else:
+            serves = self.serves
+        answer = await self._scripts["CLAIM"]([self.link.prefix, job_id, int(fence), now, *serves, self.resume_limit,
+                                               self.claim_wait_s, self.replica, now + self.lease_s])
+        outcome = answer[0].decode()
+        if outcome == "end":
+            await self._end_unheld(job_id, int(fence), answer[1].decode(), held=False)
+        elif outcome == "claimed":
+            await self._resume(job_id, answer)
+
+    async def _end_unheld(self, job_id: str, fence: int, code: str, *, held: bool, message: str | None = None) -> None:
+        """End a task no replica runs (`REAP`): its terminal events, for every reader; `held`: this replica holds
+        its fence (it took the task and cannot run it)."""
+        snapshot = await self.link.command(lambda: self.link.client.hget(self.logs.key("j:", job_id), "snap"))
+        if snapshot is None:
+            return
+        state, final, events = ended(orjson.loads(snapshot), code, message)
         s = self.settings
-        args: list = [self.link.prefix, job_id, int(fence), self.wall_clock(), s.event_count, s.event_bytes,
-                      orjson.dumps(failed)]
+        args: list = [self.link.prefix, job_id, fence, self.wall_clock(), s.event_count, s.event_bytes,
+                      orjson.dumps(final), state, code, 1 if held else 0]
         for kind, body in events:
             args += (kind, body)
         if await self._scripts["REAP"](args):
             self.reaped += 1
-            log.warning("a background response's replica stopped renewing its lease; the response failed")
+            self.takeovers.ended[code] += 1
+            log.warning("a background response without an owner ended: %s", code)
+
+    async def _resume(self, job_id: str, answer: list) -> None:
+        """This replica won the task: rebuild it with its own engine and queue it (a task in progress continues
+        from what it published)."""
+        (_, fence, state, request, history, prior_count, snapshot, first, _next, deadline, resumes, cancel_asked,
+         scope, lapsed_at) = answer
+        fence = int(fence)
+        state = state.decode()
+        if state == "in_progress" and int(first) > 0:  # the log was trimmed: the output so far is not all there
+            await self._end_unheld(job_id, fence, "background_resume_lost", held=True)
+            return
+        events = await self.logs.everything(job_id) if state == "in_progress" else []
+        claimed = ClaimedTask(job_id, scope.decode(), fence, state, request, history, int(prior_count), snapshot,
+                              float(deadline), int(resumes), int(cancel_asked) == 1, float(lapsed_at), events)
+        try:
+            job = await self.resumer(claimed, self.new_log)
+        except MayaError as exc:
+            await self._end_unheld(job_id, fence, "background_resume_lost", held=True, message=exc.message)
+            return
+        job.log.fence = fence
+        job.continues = state == "in_progress"
+        job.taken_at = claimed.lapsed_at
+        self.takeovers.claimed += 1
+        self._draining[job.id] = job
+        self._enqueue(job, max(0.0, claimed.deadline - self.wall_clock()))
+        if claimed.cancel_asked:
+            self._cancel_asked(job.id)
+
+    async def _execute(self, job: Job) -> None:
+        if job.taken_at is not None:
+            self.takeovers.started(job.continues, max(0.0, self.wall_clock() - job.taken_at))
+        await super()._execute(job)
 
     # -- shutdown and figures -------------------------------------------------------------
     async def shutdown(self) -> None:
-        """As in memory, then until every terminal write of this replica is in Redis (within the shutdown wait)."""
+        """Stop admitting; hand queued tasks over at once; let running ones finish here for up to the grace
+        period, then hand the rest over (their generation stopped, their progress flushed, their lease let go);
+        then as in memory, until every last write of this replica is in Redis (within the shutdown wait)."""
+        self.accepting = False
+        if not self._stopping:
+            self._stopping = True
+            for job in [job for job in self._jobs.values() if job.state == "queued"]:
+                await self._let_go(job)
+            running = [job.done.wait() for job in self._jobs.values() if job.state == "in_progress"]
+            if running and self.shutdown_grace_s > 0:
+                await asyncio.wait([asyncio.ensure_future(done) for done in running], timeout=self.shutdown_grace_s)
+            for job in list(self._jobs.values()):
+                if job.state == "in_progress" and job.task is not None:
+                    job.handing_over = True
+                    job.task.cancel()
         try:
             await super().shutdown()
         finally:
@@ -288,6 +373,23 @@ class RedisJobManager(JobManager):
                 if pending:
                     log.error("%d background response(s) could not write their end to the store before shutdown",
                               len(pending))
+
+    async def _let_go(self, job: Job) -> None:
+        """Hand a task over to the fleet: what it published stays, no end is written, its lease lapses now; this
+        replica forgets it without finishing it."""
+        job.state = "handed_over"  # not a record state: the task goes on elsewhere; a worker skips it
+        self._active[job.owner] -= 1
+        if not self._active[job.owner]:
+            del self._active[job.owner]
+        if job.timer is not None:
+            job.timer.cancel()
+        job.turn.release()
+        job.done.set()
+        self._jobs.pop(job.id, None)
+        await job.log.hand_over()
+        self._draining.pop(job.id, None)
+        if job.log.closed:
+            self.takeovers.handed_over += 1
 
     def _read_figures(self, figures: list) -> None:
         records, active, named = figures
@@ -313,20 +415,33 @@ class RedisJobManager(JobManager):
             "readers": sum(self._readers.values()), "admitted": c.admitted, "rejections": c.rejections,
             "reader_rejections": c.reader_rejections, "cancellations": c.cancellations, "timeouts": c.timeouts,
             "evictions": c.evictions, "finished": dict(c.finished), "fenced": self.fenced, "reaped": self.reaped,
-            "lease_s": self.lease_s, "fleet": dict(self.fleet),
+            **self.takeovers.figures(), "lease_s": self.lease_s, "claim_wait_s": self.claim_wait_s,
+            "resume_limit": self.resume_limit, "shutdown_grace_s": self.shutdown_grace_s, "fleet": dict(self.fleet),
             "limits": {"records": self.settings.job_entries, "workers": self.settings.job_workers,
                        "owner_active": self.settings.job_owner_entries, "readers": self.settings.stream_readers},
         }
 
 
-def lapsed_failure(snapshot: dict) -> tuple[dict, list[tuple[str, bytes]]]:
-    """The failed response and its terminal events (unnumbered) for a task whose owner is gone: what it had
-    published, its unfinished items closed incomplete."""
-    for item in snapshot.get("output", []):
-        if item.get("status") == "in_progress":
-            item["status"] = "incomplete"
-    snapshot.update(status="failed", completed_at=None, incomplete_details=None,
-                    error={"code": "server_error", "message": OWNER_LOST})
-    events = [{"type": "error", "code": OWNER_LOST_CODE, "message": OWNER_LOST, "param": None},
-              {"type": "response.failed", "response": snapshot}]
-    return snapshot, [unnumbered(event) for event in events]
+@dataclass
+class TakeOverFigures:
+    """This replica's part in tasks changing hands: what /v1/status and the metrics show."""
+
+    claimed: int = 0
+    resumed: int = 0
+    """Tasks in progress this replica continued (a queued one taken over is `claimed` only)."""
+    handed_over: int = 0
+    resume_seconds_sum: float = 0.0
+    resume_seconds_count: int = 0
+    """From the moment a task was free to take (its lease's end, its hand-over) to its start here."""
+    ended: Counter = field(default_factory=Counter)
+    """Tasks without an owner this replica ended, by code."""
+
+    def started(self, continued: bool, waited_s: float) -> None:
+        self.resumed += continued
+        self.resume_seconds_sum += waited_s
+        self.resume_seconds_count += 1
+
+    def figures(self) -> dict:
+        return {"claimed": self.claimed, "resumed": self.resumed, "handed_over": self.handed_over,
+                "resume_seconds": {"sum": round(self.resume_seconds_sum, 6), "count": self.resume_seconds_count},
+                "ended_unowned": dict(self.ended)}
