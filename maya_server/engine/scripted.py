@@ -11,6 +11,10 @@ Script entries are strings, or objects `{"text": ..., "fail_after": N}` that
 raise an engine failure after N tokens, or `{"pieces": [...]}`: the tokens as
 the model wrote them, one id each piece (a tag as its special token), which
 may split a text where the tokenizer would not (a model's sampling does).
+
+A prompt that already ends with the beginning of its entry (a turn cut short, written back to be continued: a
+background task taken over from a replica that stopped) gets the rest of the entry, as a deterministic model
+would write it.
 """
 
 from __future__ import annotations
@@ -158,7 +162,8 @@ class ScriptedEngine(Engine):
         cached = reusable_prefix_length(last_ids, generation.prompt_ids) if salt == generation.cache_salt else 0
         self._last = (generation.cache_salt, list(generation.prompt_ids))
         yield Counts(prompt_tokens=len(generation.prompt_ids), cached_tokens=cached)
-        for generated, token_id in enumerate(entry.ids(self.tokenizer)):
+        ids = entry.ids(self.tokenizer)
+        for generated, token_id in enumerate(ids[_written(generation.prompt_ids, ids):]):
             if generation.cancelled:
                 return
             if entry.fail_after is not None and generated >= entry.fail_after:
@@ -170,6 +175,17 @@ class ScriptedEngine(Engine):
             await asyncio.sleep(self.delay)
             yield GeneratedToken(token_id, self.tokenizer.decode([token_id]))
         yield Finish("stop")
+
+
+def _written(prompt_ids: Sequence[int], ids: list[int]) -> int:
+    """How many of the entry's first ids the prompt ends with (0: none, the usual prompt)."""
+    if not prompt_ids:
+        return 0
+    last = prompt_ids[-1]
+    for count in range(len(ids) - 1, 0, -1):
+        if ids[count - 1] == last and list(prompt_ids[-count:]) == ids[:count]:
+            return count
+    return 0
 
 
 def _finish_before(token_id: int, generated: int, params: SamplingParams) -> Finish | None:

@@ -112,6 +112,9 @@ class JobCounters:
 
 class JobManager:
     backend = "memory"
+    resumer = None
+    """What rebuilds a task taken over from another replica (`jobs/handover.py`): only a shared backend takes
+    tasks over; the API layer sets it (`responses/resumable.py`)."""
 
     def __init__(
         self,
