@@ -162,8 +162,7 @@ class ScriptedEngine(Engine):
         cached = reusable_prefix_length(last_ids, generation.prompt_ids) if salt == generation.cache_salt else 0
         self._last = (generation.cache_salt, list(generation.prompt_ids))
         yield Counts(prompt_tokens=len(generation.prompt_ids), cached_tokens=cached)
-        ids = entry.ids(self.tokenizer)
-        for generated, token_id in enumerate(ids[_written(generation.prompt_ids, ids):]):
+        for generated, (token_id, text) in enumerate(self._rest(entry, generation.prompt_ids)):
             if generation.cancelled:
                 return
             if entry.fail_after is not None and generated >= entry.fail_after:
@@ -173,17 +172,38 @@ class ScriptedEngine(Engine):
                 yield finish
                 return
             await asyncio.sleep(self.delay)
-            yield GeneratedToken(token_id, self.tokenizer.decode([token_id]))
+            yield GeneratedToken(token_id, text)
         yield Finish("stop")
 
+    def _rest(self, entry: ScriptEntry, prompt_ids: Sequence[int]) -> list[tuple[int, str]]:
+        """The entry's tokens after what the prompt already ends with of it: all of them for the usual prompt; a
+        token the prompt ends inside of is written from there on (as a model goes on from a cut mid-token)."""
+        ids = entry.ids(self.tokenizer)
+        pieces = [(token_id, self.tokenizer.decode([token_id])) for token_id in ids]
+        written = _written(self.tokenizer.decode(prompt_ids), entry.text)
+        rest, start = [], 0
+        for token_id, text in pieces:
+            end = start + len(text)
+            if end > written:
+                if start >= written:
+                    rest.append((token_id, text))
+                else:  # the prompt ends inside this token
+                    rest += [(i, self.tokenizer.decode([i])) for i in self.tokenizer.encode(text[written - start:],
+                                                                                          special=True)]
+            start = end
+        return rest
 
-def _written(prompt_ids: Sequence[int], ids: list[int]) -> int:
-    """How many of the entry's first ids the prompt ends with (0: none, the usual prompt)."""
-    if not prompt_ids:
+
+def _written(prompt: str, text: str) -> int:
+    """How many of the entry's first characters the prompt ends with (0: none, the usual prompt). Only a
+    beginning with some visible text of its own counts: a prompt that ends with the tag the entry opens with
+    (a generation prompt's `<think>`) has not begun writing it."""
+    if not prompt:
         return 0
-    last = prompt_ids[-1]
-    for count in range(len(ids) - 1, 0, -1):
-        if ids[count - 1] == last and list(prompt_ids[-count:]) == ids[:count]:
+    last = prompt[-1]
+    for count in range(len(text), 0, -1):
+        if text[count - 1] == last and prompt.endswith(text[:count]) and \
+                _SPECIAL_PATTERN.sub("", text[:count]).strip():
             return count
     return 0
 
