@@ -327,8 +327,12 @@ class RedisJobManager(JobManager):
                               float(deadline), int(resumes), int(cancel_asked) == 1, float(lapsed_at), events)
         try:
             job = await self.resumer(claimed, self.new_log)
-        except MayaError as exc:
+        except MayaError as exc:  # its request no longer validates here, say
             await self._end_unheld(job_id, fence, "background_resume_lost", held=True, message=exc.message)
+            return
+        except Exception:  # a record this replica cannot read: it ends, rather than go round the fleet
+            log.exception("a background response taken over could not be rebuilt")
+            await self._end_unheld(job_id, fence, "background_resume_lost", held=True)
             return
         job.log.fence = fence
         job.continues = state == "in_progress"
@@ -352,8 +356,9 @@ class RedisJobManager(JobManager):
         self.accepting = False
         if not self._stopping:
             self._stopping = True
-            for job in [job for job in self._jobs.values() if job.state == "queued"]:
-                await self._let_go(job)
+            queued = [asyncio.ensure_future(self._let_go(job)) for job in self._jobs.values() if job.state == "queued"]
+            if queued:
+                await asyncio.wait(queued, timeout=self.shutdown_wait_s)  # Redis silent: the stop below gives up
             running = [job.done.wait() for job in self._jobs.values() if job.state == "in_progress"]
             if running and self.shutdown_grace_s > 0:
                 await asyncio.wait([asyncio.ensure_future(done) for done in running], timeout=self.shutdown_grace_s)
