@@ -18,7 +18,8 @@ that must not be taken ends here instead (`ended`), with its own code in the `er
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Protocol
 
 import orjson
@@ -87,3 +88,28 @@ def ended(snapshot: dict, code: str, message: str | None = None) -> tuple[str, d
     snapshot.update(status="failed", completed_at=None, incomplete_details=None,
                     error={"code": "server_error", "message": message})
     return "failed", snapshot, [unnumbered(error), unnumbered({"type": "response.failed", "response": snapshot})]
+
+
+@dataclass
+class TakeOverFigures:
+    """This replica's part in tasks changing hands: what /v1/status and the metrics show."""
+
+    claimed: int = 0
+    resumed: int = 0
+    """Tasks in progress this replica continued (a queued one taken over is `claimed` only)."""
+    handed_over: int = 0
+    resume_seconds_sum: float = 0.0
+    resume_seconds_count: int = 0
+    """From the moment a task was free to take (its lease's end, its hand-over) to its start here."""
+    ended: Counter = field(default_factory=Counter)
+    """Tasks without an owner this replica ended, by code."""
+
+    def started(self, continued: bool, waited_s: float) -> None:
+        self.resumed += continued
+        self.resume_seconds_sum += waited_s
+        self.resume_seconds_count += 1
+
+    def figures(self) -> dict:
+        return {"claimed": self.claimed, "resumed": self.resumed, "handed_over": self.handed_over,
+                "resume_seconds": {"sum": round(self.resume_seconds_sum, 6), "count": self.resume_seconds_count},
+                "ended_unowned": dict(self.ended)}

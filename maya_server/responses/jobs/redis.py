@@ -1,31 +1,37 @@
-"""Background tasks on Redis (`--store redis://…`): any replica follows, cancels and recovers any task.
+"""Background tasks on Redis (`--store redis://…`): any replica follows, cancels and takes over any task.
 
-Generation stays where the task was admitted: that replica's workers run it exactly as in memory
-(`JobManager`), and its cleanup still comes before its terminal state. What moves to Redis is everything
-another replica must see (`jobs/redis_lua.py` has the keys and scripts):
+Generation runs where the task is held: that replica's workers run it exactly as in memory (`JobManager`), and
+its cleanup still comes before its terminal state. What moves to Redis is everything another replica must see
+(`jobs/redis_lua.py` has the keys and scripts):
 
 - **The record and the log.** The task's state, its response as last published, its input history and its
   events (a Redis Stream, numbered by the log) live in Redis. Retrieve, `stream=true&starting_after=N`,
   delete (409 while active) and continuation read them through any replica. The per-task event bounds,
   `JOB_ENTRIES`, `JOB_OWNER_ENTRIES` and `JOB_TTL_S` hold for the fleet (the admission script checks them
   all at once); the reader bounds stay per replica, as they bound this process's connections.
+- **What it needs to run anywhere.** Admission also keeps the validated request, how much of the history is
+  the pinned history it continues, the model and family it was admitted for and its deadline (within the
+  task's `JOB_INPUT_BYTES`), so that any replica can prepare it again with its own engine.
 - **Leases.** The replica running a task holds a lease on it (`--job-lease-s`). Every flush of the task's
   events renews it, and a heartbeat renews all of this replica's leases every `min(1, lease / 4)` seconds
   in one script. The same heartbeat lists tasks whose lease lapsed (their replica was killed, or lost Redis
-  for longer than the lease): this replica fails each with a server error and ends its log, so every reader
-  gets a terminal event. Whichever replica does it first wins; the others' attempts change nothing.
-- **Fencing.** Failing a lapsed task moves its fence on, and a finished record refuses every write: an owner
-  that comes back late (SIGSTOP, a long partition) learns from its next write that the task is no longer
-  its own, stops generating, and writes nothing.
-- **Queued tasks of a replica that died are failed, not restarted elsewhere.** A task's prepared prompt,
-  pinned history and fetched images exist only in the memory of the replica that admitted it; starting it
-  elsewhere would mean storing whole requests (images included) in Redis and re-validating them against
-  another replica's model and settings. Failing it within the lease is honest and bounded; the client
-  creates it again.
+  for longer than the lease, or handed them over).
+- **Taking over, not failing** (`jobs/handover.py`). For each lapsed task, the replicas race with `CLAIM`; the
+  winner holds it under a new fence and rebuilds it (`resumer`, from the API layer): a queued task runs from
+  its start, a running one continues its published output, its events numbered on. A replica whose model or
+  family differs from the record's leaves it to another. A task ends instead, for every reader, when a cancel
+  came while it had no owner, its deadline passed, it was taken over `--job-resume-limit` times, or nobody
+  took it within `--job-claim-wait-s`; whichever replica ends it first wins, the others change nothing.
+- **Fencing.** Taking a task over or ending it moves its fence on, and a finished record refuses every write:
+  an owner that comes back late (SIGSTOP, a long partition) learns from its next write that the task is no
+  longer its own, stops generating, and writes nothing.
 - **Cancel through another replica** marks the record; the owner's next heartbeat or flush (at most one
   heartbeat away) cancels the task as in memory, and the caller waits up to five seconds for the record to
-  finish, then answers with it as it is. Graceful shutdown cancels this replica's tasks and waits for their
-  terminal writes, so readers on other replicas see the end.
+  finish, then answers with it as it is.
+- **Shutdown hands over.** SIGTERM stops admission, hands queued tasks over at once, lets running ones finish
+  here for up to `--job-shutdown-grace-s`, then stops the rest and hands them over with their progress flushed
+  (`HAND_OVER`: the lease lapses now, so another replica takes them at its next heartbeat). Nothing is
+  cancelled; readers here get the shutdown's `error` and reconnect through another replica.
 """
 
 from __future__ import annotations
@@ -34,8 +40,7 @@ import asyncio
 import logging
 import secrets
 import time
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 import orjson
@@ -44,7 +49,7 @@ from ...errors import EventTooLarge, MayaError, StoreUnavailableError
 from . import redis_lua as lua
 from ..assembler import ResponseAssembler
 from .event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
-from .handover import ClaimedTask, Resumer, ended
+from .handover import ClaimedTask, Resumer, TakeOverFigures, ended
 from .manager import (
     ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
@@ -426,27 +431,3 @@ class RedisJobManager(JobManager):
                        "owner_active": self.settings.job_owner_entries, "readers": self.settings.stream_readers},
         }
 
-
-@dataclass
-class TakeOverFigures:
-    """This replica's part in tasks changing hands: what /v1/status and the metrics show."""
-
-    claimed: int = 0
-    resumed: int = 0
-    """Tasks in progress this replica continued (a queued one taken over is `claimed` only)."""
-    handed_over: int = 0
-    resume_seconds_sum: float = 0.0
-    resume_seconds_count: int = 0
-    """From the moment a task was free to take (its lease's end, its hand-over) to its start here."""
-    ended: Counter = field(default_factory=Counter)
-    """Tasks without an owner this replica ended, by code."""
-
-    def started(self, continued: bool, waited_s: float) -> None:
-        self.resumed += continued
-        self.resume_seconds_sum += waited_s
-        self.resume_seconds_count += 1
-
-    def figures(self) -> dict:
-        return {"claimed": self.claimed, "resumed": self.resumed, "handed_over": self.handed_over,
-                "resume_seconds": {"sum": round(self.resume_seconds_sum, 6), "count": self.resume_seconds_count},
-                "ended_unowned": dict(self.ended)}
