@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     runs = parser.parse_args().runs
     directory = Path(tempfile.mkdtemp(prefix="maya-handover-"))
-    redis = RedisServer(directory / "redis")
+    redis = RedisServer()  # its own throwaway directory
     try:
         for mode in ("kill9-lease10", "kill9-lease2", "sigterm-grace0"):
             prefix = f"bench-{uuid.uuid4().hex[:8]}:"

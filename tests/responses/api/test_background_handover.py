@@ -15,7 +15,7 @@ import time
 from tests.responses.api.test_background_replicas import (  # noqa: F401 (fleet: the fixture)
     SETTLE_S, Reader, create, fleet, jobs_status, numbers, read, retrieve, running, status,
 )
-from tests.server import wait_for
+from tests.server import prometheus_values, wait_for
 
 TEXT = " ".join(f"w{n}" for n in range(150))
 """150 tokens at 0.04 s a token: some 6 s, long enough to cut it in the middle."""
@@ -53,7 +53,7 @@ def completed_with_whole_answer(replica, response_id: str, text: str = TEXT) -> 
     assert answer_text(body) == text
 
 
-def owner_of(replicas, ) -> list:
+def owner_of(replicas) -> list:
     return [replica for replica in replicas if replica.alive and jobs_status(replica)["running"]]
 
 
@@ -74,6 +74,11 @@ def test_kill_9_of_the_owner_mid_task_another_replica_resumes_and_a_reader_recon
     figures = jobs_status(b)
     assert figures["resumed"] == 1 and figures["claimed"] == 1, figures
     assert figures["resume_seconds"]["count"] == 1
+    with b.http() as http:  # the metrics say the same
+        metrics = prometheus_values(http.get("/metrics/prometheus").text, "maya:responses_jobs_")
+    assert metrics["maya:responses_jobs_resumed_total"] == 1 and metrics["maya:responses_jobs_claimed_total"] == 1
+    assert metrics["maya:responses_jobs_resume_seconds_count"] == 1
+    assert metrics["maya:responses_jobs_handed_over_total"] == 0
 
 
 def test_three_tasks_queued_on_a_replica_that_is_killed_all_complete_elsewhere(fleet):
@@ -126,6 +131,7 @@ def test_sigterm_lets_the_running_task_finish_here_and_hands_the_queued_one_over
         completed_with_whole_answer(b, job["id"])
     figures = jobs_status(b)
     assert figures["claimed"] == 1 and figures["resumed"] == 0, figures  # B ran the queued one from its start
+    assert figures["fleet"]["handed_over"] == 1, figures["fleet"]  # A handed the queued one over
 
 
 def test_sigterm_with_no_grace_hands_the_running_task_over_and_it_completes_elsewhere(fleet):
