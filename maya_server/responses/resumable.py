@@ -1,7 +1,9 @@
 """A background task rebuilt on the replica that took it over (`jobs/handover.py` says when that happens).
 
 The record keeps the request as it was validated, the history pinned at admission and the model and family it
-was admitted for (the claim checks those two, so the engine here renders it as the first would have). Here the
+was admitted for (the claim checks those two, so the engine here renders it as the first would have), and its
+images as the first owner fetched and scaled them when they fit its `JOB_INPUT_BYTES` (else they are fetched
+again here). Here the
 request is validated again, converted against that history (never looking `previous_response_id` up again), its
 response assembler stands where the log says the task stood (`ResponseAssembler.restore`), and its worker
 continues: a queued task starts from the beginning; a task in progress continues its published output, written
@@ -19,6 +21,7 @@ from typing import Callable
 
 import orjson
 
+from ..images.loader import with_image_data
 from ..pipeline.generation import GenerationService
 from ..structured.gate import gated, publish_gate
 from .assembler import ResponseAssembler
@@ -36,8 +39,9 @@ from .worker_generation import in_worker
 class Resumer:
     """Rebuilds a task taken over for this replica's engine (`RedisJobManager.resumer`)."""
 
-    def __init__(self, service: GenerationService, store: ResponseStoreBackend, unstored: UnstoredResponses,
+    def __init__(self, jobs, service: GenerationService, store: ResponseStoreBackend, unstored: UnstoredResponses,
                  model_name: str) -> None:
+        self.jobs = jobs
         self.service = service
         self.store = store
         self.unstored = unstored
@@ -50,15 +54,16 @@ class Resumer:
         turn = StoredTurn(self.store, owner, body, None, claimed.prior_items(), unstored=self.unstored)
         try:
             settings = to_settings(body)
-            conversation = to_conversation(body, prior=turn.prior)
+            conversation = with_image_data(to_conversation(body, prior=turn.prior), claimed.images)
             self.service.check_images(conversation)
             assembler = ResponseAssembler(body, model=self.model_name, response_id=claimed.id,
                                           on_finish=turn.save if body.stored else None, on_unsaved=turn.not_saved)
             assembler.restore(orjson.loads(claimed.snapshot), [orjson.loads(event.json) for event in claimed.events])
             partial = assembler.partial_turn() if claimed.state == "in_progress" else None
             gate = publish_gate(conversation, body.output_format)
+            keep = lambda images: self.jobs.keep_images(claimed.id, images)  # noqa: E731
             generate = lambda: gated(in_worker(self.service, conversation, settings, None, owner,  # noqa: E731
-                                               partial), gate)
+                                               partial, keep), gate)
             job = Job(claimed.id, owner, assembler, new_log(claimed.id, assembler), generate, turn, claimed.history,
                       request=claimed.request, prior_count=claimed.prior_count)
         except BaseException:

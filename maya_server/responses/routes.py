@@ -82,7 +82,9 @@ def responses_router(
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None,
                                       on_unsaved=turn.not_saved)
         gate = publish_gate(conversation, body.output_format)
-        generate = lambda: gated(in_worker(service, conversation, settings, prepared, turn.owner), gate)  # noqa: E731
+        keep = lambda images: records.jobs.keep_images(assembler.id, images)  # noqa: E731
+        generate = lambda: gated(in_worker(service, conversation, settings, prepared, turn.owner,  # noqa: E731
+                                           keep_images=keep), gate)
         return await start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream), request=sent)
 
     async def answer_foreground(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:

@@ -8,22 +8,29 @@ clean up, and its refusals fail the task with their error.
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable
 
 from ..errors import MayaError
-from ..neutral.conversation import Conversation, PartialTurn
+from ..neutral.conversation import Conversation, PartialTurn, image_parts
 from ..neutral.events import Failed, PipelineEvent, Usage
 from ..pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
 
 
 async def in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,
-                    prepared: PreparedGeneration | None, owner: str,
-                    partial: PartialTurn | None = None) -> AsyncIterator[PipelineEvent]:
+                    prepared: PreparedGeneration | None, owner: str, partial: PartialTurn | None = None,
+                    keep_images: Callable[[list[bytes]], Awaitable[None]] | None = None,
+                    ) -> AsyncIterator[PipelineEvent]:
     """The task's pipeline events; `partial`: the assistant's turn published before it was taken over, which
-    the model continues."""
+    the model continues; `keep_images`: where the images go once loaded, for a replica that may take the task
+    over (a store that cannot take them only means that replica fetches them again)."""
     if prepared is None:
         try:
             conversation = await service.load_images(conversation)
+            if keep_images is not None and image_parts(conversation):
+                try:
+                    await keep_images([part.data for part in image_parts(conversation)])
+                except MayaError:
+                    pass
             prepared = await service.prepare_async(conversation, settings, context_param="input", owner=owner,
                                                    partial=partial)
         except MayaError as exc:

@@ -63,6 +63,8 @@ class ClaimedTask:
     """When it became free to take (its lease's end, or its hand-over), wall clock."""
     events: list[LoggedEvent]
     """Its log so far (every event: nothing was trimmed), for a task in progress; empty for a queued one."""
+    images: list[bytes] = field(default_factory=list)
+    """Its images as its first owner fetched and scaled them (`KEEP_IMAGES`); empty: none kept."""
 
     def prior_items(self) -> list[dict]:
         return orjson.loads(self.history)[:self.prior_count]
@@ -72,6 +74,19 @@ class Resumer(Protocol):
     def __call__(self, claimed: ClaimedTask, new_log: Callable) -> Awaitable[Job]:
         """The task rebuilt for this replica's engine (`new_log(id, assembler)` makes its log); a `MayaError`
         when it cannot be (the task then fails with that error)."""
+
+
+def packed_images(images: list[bytes]) -> tuple[bytes, str]:
+    """Images as a record keeps them: joined, and their lengths."""
+    return b"".join(images), ",".join(str(len(image)) for image in images)
+
+
+def unpacked_images(joined: bytes, lengths: bytes) -> list[bytes]:
+    images, start = [], 0
+    for length in (int(part) for part in lengths.decode().split(",") if part):
+        images.append(joined[start:start + length])
+        start += length
+    return images
 
 
 def ended(snapshot: dict, code: str, message: str | None = None) -> tuple[str, dict, list[tuple[str, bytes]]]:

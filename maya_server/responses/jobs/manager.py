@@ -205,6 +205,9 @@ class JobManager:
         for job in expired:
             del self._jobs[job.id]
 
+    async def keep_images(self, job_id: str, images: list[bytes]) -> None:
+        """Keep a task's loaded images for a replica that may take it over (a shared backend); nothing here."""
+
     # -- lookups ----------------------------------------------------------------------
     def runs_here(self, job_id: str) -> bool:
         """Whether this process runs the job (always, in memory): its readers then end with it."""

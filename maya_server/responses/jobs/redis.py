@@ -49,7 +49,7 @@ from ...errors import EventTooLarge, MayaError, StoreUnavailableError
 from . import redis_lua as lua
 from ..assembler import ResponseAssembler
 from .event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
-from .handover import ClaimedTask, Resumer, TakeOverFigures, ended
+from .handover import ClaimedTask, Resumer, TakeOverFigures, ended, packed_images, unpacked_images
 from .manager import (
     ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
@@ -57,7 +57,7 @@ from ..store.redis_link import RedisLink, every
 from ..settings import ResponsesSettings
 
 SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES", "CLAIM",
-           "HAND_OVER")
+           "HAND_OVER", "KEEP_IMAGES")
 CANCEL_POLL_S = 0.1
 
 log = logging.getLogger("maya.jobs")
@@ -321,7 +321,7 @@ class RedisJobManager(JobManager):
         """This replica won the task: rebuild it with its own engine and queue it (a task in progress continues
         from what it published)."""
         (_, fence, state, request, history, prior_count, snapshot, first, _next, deadline, resumes, cancel_asked,
-         scope, lapsed_at) = answer
+         scope, lapsed_at, images, lengths) = answer
         fence = int(fence)
         state = state.decode()
         if state == "in_progress" and int(first) > 0:  # the log was trimmed: the output so far is not all there
@@ -329,7 +329,8 @@ class RedisJobManager(JobManager):
             return
         events = await self.logs.everything(job_id) if state == "in_progress" else []
         claimed = ClaimedTask(job_id, scope.decode(), fence, state, request, history, int(prior_count), snapshot,
-                              float(deadline), int(resumes), int(cancel_asked) == 1, float(lapsed_at), events)
+                              float(deadline), int(resumes), int(cancel_asked) == 1, float(lapsed_at), events,
+                              unpacked_images(images, lengths))
         try:
             job = await self.resumer(claimed, self.new_log)
         except MayaError as exc:  # its request no longer validates here, say
@@ -347,6 +348,15 @@ class RedisJobManager(JobManager):
         self._enqueue(job, max(0.0, claimed.deadline - self.wall_clock()))
         if claimed.cancel_asked:
             self._cancel_asked(job.id)
+
+    async def keep_images(self, job_id: str, images: list[bytes]) -> None:
+        """Keep a task's images as this replica fetched and scaled them, for a replica that takes it over, when
+        they fit the task's `JOB_INPUT_BYTES` with its request and history (else it fetches them again)."""
+        job = self._draining.get(job_id)
+        joined, lengths = packed_images(images)
+        if job is None or len(job.history) + len(job.request) + len(joined) > self.settings.job_input_bytes:
+            return
+        await self._scripts["KEEP_IMAGES"]([self.link.prefix, job_id, job.log.fence, joined, lengths])
 
     async def _execute(self, job: Job) -> None:
         if job.taken_at is not None:

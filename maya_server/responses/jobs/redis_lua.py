@@ -10,7 +10,8 @@ Keys (P is `--store-prefix`, O an owner scope as the response store keys it, nev
                          rq (the validated request's JSON), hk (how many of hist's items are the pinned history
                          it continues), m and fam (the model and family it was admitted for), dl (its deadline,
                          wall clock), rs (how many times another replica took it over), rel (1: its owner
-                         handed it over at shutdown)
+                         handed it over at shutdown), img and imgl (its images as fetched and scaled, joined,
+                         and their lengths, comma-separated: `KEEP_IMAGES`)
     P js:ID      stream  its events, one entry per flush: entry `(B+1)-0` holds the numbers A..B, with fields
                          a (A), t (their types) and j (their JSONs), each list joined by newlines (a type has
                          none, and JSON as orjson writes it has no raw newline); or, with field p, the one
@@ -314,7 +315,8 @@ CLAIM = COMMON + r"""
 -- was asked while it had no owner `response_cancelled`, past its
 -- deadline `job_timeout`, taken over too often `background_resume_limit`, nobody took it within the claim wait
 -- `background_owner_lost`; the caller ends it with `REAP`), or {'claimed', fence, state, rq, hist, hk, snap,
--- first, n, dl, rs, cx, owner scope, lapsed since}: the caller now holds it under the new fence and lease.
+-- first, n, dl, rs, cx, owner scope, lapsed since, img, imgl}: the caller now holds it under the new fence and
+-- lease.
 local id, fence, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local r = rec(id)
 local f = redis.call('HMGET', r, 'f', 's', 'lu', 'fin', 'm', 'fam', 'rs', 'dl', 'cx')
@@ -335,9 +337,19 @@ redis.call('HDEL', r, 'rel')
 redis.call('ZADD', P .. 'jlease', lease_until, id)
 redis.call('HINCRBY', P .. 'jn', 'claimed', 1)
 if f[2] == 'in_progress' then redis.call('HINCRBY', P .. 'jn', 'resumed', 1) end
-local g = redis.call('HMGET', r, 'rq', 'hist', 'hk', 'snap', 'first', 'n', 'dl', 'cx', 'o')
+local g = redis.call('HMGET', r, 'rq', 'hist', 'hk', 'snap', 'first', 'n', 'dl', 'cx', 'o', 'img', 'imgl')
 return {'claimed', new_fence, f[2], g[1], g[2], tonumber(g[3]), g[4], tonumber(g[5]), tonumber(g[6]), g[7],
-        rs + 1, tonumber(g[8]), g[9], tostring(lapsed)}
+        rs + 1, tonumber(g[8]), g[9], tostring(lapsed), g[10] or '', g[11] or ''}
+"""
+
+KEEP_IMAGES = COMMON + r"""
+-- ARGV: P id fence img imgl
+-- The owner keeps the task's images as it fetched and scaled them, so a replica that takes the task over uses
+-- them instead of fetching them again. 'ok', or what check_fence found.
+local checked = check_fence(ARGV[2], tonumber(ARGV[3]))
+if checked ~= 'ok' then return checked end
+redis.call('HSET', rec(ARGV[2]), 'img', ARGV[4], 'imgl', ARGV[5])
+return 'ok'
 """
 
 HAND_OVER = COMMON + r"""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import orjson
 
 from maya_server.responses.jobs.event_log_redis import RedisLogReader, unnumbered
+from maya_server.responses.jobs.handover import packed_images, unpacked_images
 
 from tests.responses.jobs.test_event_log_redis import admit, collect, delta, held, on_a_loop, open_logs, close, within
 
@@ -106,3 +107,30 @@ async def test_reap_ends_a_claimed_task_its_taker_cannot_run_with_the_code_it_na
     figures = (await held(logs, "resp_c5"))[4]
     assert int(figures[b"ended:background_resume_lost"]) == 1
     await close(logs)
+
+
+@on_a_loop
+async def test_images_kept_by_the_owner_come_with_the_claim_and_a_late_owner_cannot_keep_any():
+    logs = await open_logs()
+    writer = await admit(logs, "resp_c6")
+    images = [b"\x89PNG first", b"\x89PNG\nsecond,with a comma"]
+    joined, lengths = packed_images(images)
+    keep = logs.scripts["KEEP_IMAGES"]
+    assert await keep([logs.link.prefix, "resp_c6", writer.fence, joined, lengths]) == b"ok"
+    answer = await claim(logs, "resp_c6", writer.fence)
+    assert answer[0] == b"claimed" and unpacked_images(answer[14], answer[15]) == images
+    assert await keep([logs.link.prefix, "resp_c6", writer.fence, b"late", "4"]) == b"fenced"
+    assert unpacked_images(b"", b"") == []
+    await close(logs)
+
+
+def test_kept_images_take_the_place_of_loading_in_order_when_their_count_matches():
+    from maya_server.images.loader import with_image_data
+    from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart, image_parts
+
+    turn = Message("user", (TextPart("look"), ImagePart("https://example.invalid/a.png"),
+                            ImagePart("https://example.invalid/b.png")))
+    conversation = Conversation((turn,))
+    loaded = with_image_data(conversation, [b"A", b"B"])
+    assert [part.data for part in image_parts(loaded)] == [b"A", b"B"]
+    assert with_image_data(conversation, [b"A"]) is conversation  # a count that differs: loaded again
