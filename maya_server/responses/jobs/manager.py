@@ -175,10 +175,11 @@ class JobManager:
 
     def _enqueue(self, job: Job, timeout_s: float | None = None) -> None:
         """The admitted job joins this process: its deadline starts (`timeout_s` from now: what is left of a
-        deadline set elsewhere), a worker will take it."""
+        deadline set elsewhere, for a task taken over, which counts as claimed, not admitted), a worker will
+        take it."""
         self._jobs[job.id] = job
         self._active[job.owner] += 1
-        self.counters.admitted += 1
+        self.counters.admitted += timeout_s is None
         loop = asyncio.get_running_loop()
         timeout_s = self.settings.job_timeout_s if timeout_s is None else timeout_s
         job.timer = loop.call_later(timeout_s, self._expire, job)
