@@ -47,6 +47,7 @@ from .mcp.settings import McpSettings
 from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
 from .responses.records import ResponseRecords
+from .responses.resumable import Resumer
 from .responses.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
@@ -147,6 +148,7 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
                                    mcp_max_rounds=config.mcp_max_rounds, keepalive_s=config.keepalive_s))
     app.include_router(mcp_router(hub))
     records = ResponseRecords(jobs, store)
+    jobs.resumer = Resumer(jobs, service, store, records.unstored, config.served_model_name)
     app.include_router(responses_router(service, records, config.served_model_name, limits,
                                         keepalive_s=config.keepalive_s))
     app.include_router(resources_router(records))

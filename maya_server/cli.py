@@ -201,7 +201,18 @@ def _store_options(st: argparse._ArgumentGroup) -> None:
                          "or cannot be read (default: a warning in the log and /v1/status)")
     st.add_argument("--job-lease-s", dest="job_lease_s", metavar="S",
                     help="with --store redis://…: seconds a replica's lease on a background task lasts unrenewed; "
-                         f"past it another replica fails the task (default {_default('job_lease_s')})")
+                         f"past it another replica takes the task over (default {_default('job_lease_s')})")
+    st.add_argument("--job-claim-wait-s", dest="job_claim_wait_s", metavar="S",
+                    help="with --store redis://…: seconds a task whose replica stopped waits for another replica "
+                         "serving its model to take it over before it fails background_owner_lost "
+                         f"(default {_default('job_claim_wait_s')})")
+    st.add_argument("--job-resume-limit", dest="job_resume_limit", metavar="N",
+                    help="with --store redis://…: how many times a task may be taken over by another replica; past "
+                         f"it the task fails background_resume_limit (default {_default('job_resume_limit')})")
+    st.add_argument("--job-shutdown-grace-s", dest="job_shutdown_grace_s", metavar="S",
+                    help="with --store redis://…: seconds a SIGTERM lets running background tasks finish here before "
+                         "handing them over to another replica; queued ones are handed over at once "
+                         f"(default {_default('job_shutdown_grace_s')})")
 
 
 def _mcp_options(mcp: argparse._ArgumentGroup) -> None:

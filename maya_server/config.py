@@ -187,7 +187,17 @@ class ServerConfig:
     `responses/store/redis_config.py`."""
     job_lease_s: float = 10.0
     """With a Redis store: seconds a replica's lease on a background task lasts unrenewed; past it another replica
-    fails the task (`responses/jobs/redis.py`)."""
+    takes the task over (`responses/jobs/redis.py`)."""
+    job_claim_wait_s: float = 30.0
+    """With a Redis store: seconds a task whose owner stopped may wait for a replica serving its model to take it
+    over; past it the task fails `background_owner_lost` (`responses/jobs/handover.py`)."""
+    job_resume_limit: int = 3
+    """With a Redis store: how many times a task may be taken over by another replica; past it the task fails
+    `background_resume_limit`, so a task that kills its replicas does not go round the fleet for ever."""
+    job_shutdown_grace_s: float = 25.0
+    """With a Redis store: seconds a SIGTERM lets this replica's running tasks finish here before it hands the
+    rest over to other replicas (queued ones are handed over at once); within Kubernetes' default
+    `terminationGracePeriodSeconds` of 30."""
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -409,6 +419,9 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "store_block_cache_bytes": _non_negative_int,
     "store_require_noeviction": _flag,
     "job_lease_s": _positive_float,
+    "job_claim_wait_s": _positive_float,
+    "job_resume_limit": _non_negative_int,
+    "job_shutdown_grace_s": _non_negative_float,
 }
 ENV_NAMES = {name: f"MAYA_{name.upper()}" for name in PARSERS}
 

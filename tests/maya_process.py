@@ -30,13 +30,15 @@ START_TIMEOUT_S = 90.0
 class MayaProcess:
     """One `python -m maya_server --engine scripted` process, started at construction."""
 
-    def __init__(self, name: str, script_file: Path, *args: str, delay: float, environ: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(self, name: str, script_file: Path | None, *args: str, delay: float,
+                 environ: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        """`script_file` None: the real embedded engine on the default model (SmolLM2), as `maya` runs it."""
         self.name = name
         self.lines: collections.deque[str] = collections.deque(maxlen=200)
         env = {**os.environ, **(environ or {})}
-        argv = [sys.executable, "-m", "maya_server", "--engine", "scripted", "--family", "chatml",
-                "--script", str(script_file), "--script-delay", str(delay), "--port", "0", *args]
+        engine = [] if script_file is None else ["--engine", "scripted", "--family", "chatml", "--script",
+                                                 str(script_file), "--script-delay", str(delay)]
+        argv = [sys.executable, "-m", "maya_server", *engine, "--port", "0", *args]
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
         self.url = self._wait_until_running()
@@ -137,6 +139,14 @@ class Fleet:
         if (store or self.store) != "memory" and self.prefix is not None:
             store_args += ["--store-prefix", self.prefix]
         replica = MayaProcess(name, script_file, *store_args, *args, delay=delay, environ=environ)
+        self.replicas.append(replica)
+        return replica
+
+    def start_real(self, *args: str, environ: dict[str, str] | None = None) -> MayaProcess:
+        """A replica on the real embedded engine (SmolLM2, its own llama-server child) sharing the store."""
+        name = "abcdefghijklmnopqrstuvwxyz"[len(self.replicas) % 26]
+        store_args = ["--store", self.store] + (["--store-prefix", self.prefix] if self.prefix is not None else [])
+        replica = MayaProcess(name, None, *store_args, *args, delay=0.0, environ=environ)
         self.replicas.append(replica)
         return replica
 

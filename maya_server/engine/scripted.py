@@ -11,6 +11,10 @@ Script entries are strings, or objects `{"text": ..., "fail_after": N}` that
 raise an engine failure after N tokens, or `{"pieces": [...]}`: the tokens as
 the model wrote them, one id each piece (a tag as its special token), which
 may split a text where the tokenizer would not (a model's sampling does).
+
+A prompt that already ends with the beginning of its entry (a turn cut short, written back to be continued: a
+background task taken over from a replica that stopped) gets the rest of the entry, as a deterministic model
+would write it.
 """
 
 from __future__ import annotations
@@ -158,7 +162,7 @@ class ScriptedEngine(Engine):
         cached = reusable_prefix_length(last_ids, generation.prompt_ids) if salt == generation.cache_salt else 0
         self._last = (generation.cache_salt, list(generation.prompt_ids))
         yield Counts(prompt_tokens=len(generation.prompt_ids), cached_tokens=cached)
-        for generated, token_id in enumerate(entry.ids(self.tokenizer)):
+        for generated, (token_id, text) in enumerate(self._rest(entry, generation.prompt_ids)):
             if generation.cancelled:
                 return
             if entry.fail_after is not None and generated >= entry.fail_after:
@@ -168,8 +172,40 @@ class ScriptedEngine(Engine):
                 yield finish
                 return
             await asyncio.sleep(self.delay)
-            yield GeneratedToken(token_id, self.tokenizer.decode([token_id]))
+            yield GeneratedToken(token_id, text)
         yield Finish("stop")
+
+    def _rest(self, entry: ScriptEntry, prompt_ids: Sequence[int]) -> list[tuple[int, str]]:
+        """The entry's tokens after what the prompt already ends with of it: all of them for the usual prompt; a
+        token the prompt ends inside of is written from there on (as a model goes on from a cut mid-token)."""
+        ids = entry.ids(self.tokenizer)
+        pieces = [(token_id, self.tokenizer.decode([token_id])) for token_id in ids]
+        written = _written(self.tokenizer.decode(prompt_ids), entry.text)
+        rest, start = [], 0
+        for token_id, text in pieces:
+            end = start + len(text)
+            if end > written:
+                if start >= written:
+                    rest.append((token_id, text))
+                else:  # the prompt ends inside this token
+                    rest += [(i, self.tokenizer.decode([i])) for i in self.tokenizer.encode(text[written - start:],
+                                                                                          special=True)]
+            start = end
+        return rest
+
+
+def _written(prompt: str, text: str) -> int:
+    """How many of the entry's first characters the prompt ends with (0: none, the usual prompt). Only a
+    beginning with some visible text of its own counts: a prompt that ends with the tag the entry opens with
+    (a generation prompt's `<think>`) has not begun writing it."""
+    if not prompt:
+        return 0
+    last = prompt[-1]
+    for count in range(len(text), 0, -1):
+        if text[count - 1] == last and prompt.endswith(text[:count]) and \
+                _SPECIAL_PATTERN.sub("", text[:count]).strip():
+            return count
+    return 0
 
 
 def _finish_before(token_id: int, generated: int, params: SamplingParams) -> Finish | None:

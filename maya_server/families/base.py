@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Literal, Protocol
 
-from ..neutral.conversation import Conversation
+from ..neutral.conversation import Conversation, PartialTurn
 from ..neutral.events import ParserEvent
 from ..model.tokenizer import Prompt
 
@@ -40,6 +40,10 @@ class Family(Protocol):
 
     def render(self, conversation: Conversation) -> Prompt:
         """The prompt the model's official template produces, ending with the assistant's generation prompt."""
+
+    def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
+        """What the model had written of a turn cut short, to follow `render(conversation)` (`continuation.py`);
+        `EngineError` when this family cannot write it back."""
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
         """A fresh incremental parser for one generation of `conversation`.

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..neutral.conversation import Conversation, ImagePart, Message, Part, ToolResult, Turn
+from ..neutral.conversation import Conversation, ImagePart, Message, Part, PartialTurn, ToolResult, Turn
 from ..model.tokenizer import Prompt, PromptBuilder
 from .base import StreamParser
 from .call_events import json_text
@@ -69,6 +69,28 @@ class ChatmlFamily:
         VOCABULARY.write(builder, "<|im_start|>assistant\n")
         if self.thinking_switch and not thinking_enabled(conversation):
             VOCABULARY.write(builder, "<think>\n\n</think>\n\n")
+        return builder.build()
+
+    def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
+        """The cut turn as the model writes it: `<think>\\n` reasoning (`\\n</think>\\n\\n` once closed), the
+        answer, then each call as `<tool_call>\\n{"name": …, "arguments": ` and its arguments so far (`}\\n</tool_call>`
+        once complete)."""
+        builder = PromptBuilder()
+        for position, item in enumerate(partial.items):
+            if item.kind == "reasoning":
+                VOCABULARY.write(builder, "<think>\n")
+                builder.plain(item.text)
+                if item.done:
+                    VOCABULARY.write(builder, "\n</think>\n\n")
+            elif item.kind == "text":
+                builder.plain(item.text)
+            else:
+                if position > 0 and partial.items[position - 1].kind != "reasoning":
+                    builder.plain("\n")
+                VOCABULARY.write(builder, '<tool_call>\n{"name": "')
+                builder.plain(item.name + '", "arguments": ' + item.text)
+                if item.done:
+                    VOCABULARY.write(builder, "}\n</tool_call>")
         return builder.build()
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:

@@ -33,8 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..neutral.conversation import Conversation, ImagePart, Message, Part, ToolResult
+from ..neutral.conversation import Conversation, ImagePart, Message, Part, PartialTurn, ToolResult
 from ..model.tokenizer import Prompt, PromptBuilder
+from .continuation import think_first
 from .base import StreamParser
 from .call_events import json_text
 from .control_text import ControlVocabulary
@@ -118,6 +119,9 @@ class DeepSeekV4Family:
                 with builder.assistant(turn):
                     _write_assistant(builder, turn, show)
         return builder.build()
+
+    def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
+        return think_first(partial, self.name)
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
         return TaggedParser(

@@ -48,8 +48,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..neutral.conversation import Conversation, ImagePart, Message, Part, ToolCall, ToolResult, Turn
+from ..neutral.conversation import Conversation, ImagePart, Message, Part, PartialTurn, ToolCall, ToolResult, Turn
 from ..model.tokenizer import Prompt, PromptBuilder
+from .continuation import think_first
 from .base import StreamParser
 from .call_events import json_text
 from .control_text import ControlVocabulary
@@ -123,6 +124,9 @@ class GlmFamily:
         else:
             self._write_no_thinking(builder)
         return builder.build()
+
+    def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
+        return think_first(partial, self.name)
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
         return TaggedParser(

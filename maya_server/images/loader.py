@@ -230,6 +230,17 @@ def _base64(url: str, start: int) -> bytes:
         raise BadImage("The data URL's image is not valid base64.", "base64") from None
 
 
+def with_image_data(conversation: Conversation, data: list[bytes]) -> Conversation:
+    """The conversation with its images, in order, already loaded as `data` (what `load` made of them before,
+    kept with a background task that another replica takes over): `load` then fetches none of them again.
+    Unchanged when the count differs (the images are then loaded again)."""
+    images = image_parts(conversation)
+    if len(images) != len(data) or not images:
+        return conversation
+    loaded = {id(image): replace(image, data=png) for image, png in zip(images, data)}
+    return replace(conversation, turns=tuple(_with_parts(turn, loaded) for turn in conversation.turns))
+
+
 def _with_parts(turn, loaded: dict[int, ImagePart]):
     if not any(id(p) in loaded for p in turn.content):
         return turn

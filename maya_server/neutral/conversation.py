@@ -132,3 +132,22 @@ def image_parts(conversation: Conversation) -> list[ImagePart]:
     """The conversation's images in prompt order: the one walk that finds them, for the loader, the
     pipeline's checks and the route that sends a background job's images to its worker."""
     return [part for turn in conversation.turns for part in turn.content if isinstance(part, ImagePart)]
+
+
+@dataclass(frozen=True)
+class PartialItem:
+    """One item of an assistant turn cut short: its reasoning, its text, or a tool call (`name`, `text` its
+    arguments so far); `done` once the item was closed."""
+
+    kind: Literal["reasoning", "text", "call"]
+    text: str
+    done: bool
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class PartialTurn:
+    """What an assistant turn had published when its generation stopped (its replica went away): a family writes
+    it after the generation prompt as the model wrote it (`Family.continuation`), and the model writes the rest."""
+
+    items: tuple[PartialItem, ...] = ()

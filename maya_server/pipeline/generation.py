@@ -19,14 +19,15 @@ early (client gone) cancels the engine and releases the admission.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
 import uuid
 from array import array
 from dataclasses import dataclass, field
-from functools import partial
 from typing import AsyncIterator
 
-from ..neutral.conversation import Conversation, image_parts
+from ..neutral.conversation import Conversation, PartialTurn, image_parts
 from ..families.base import Family, StreamParser
 from ..engine.base import Engine, Generation, Sampling, SamplingParams
 from ..engine.fifo import Admission, EngineQueue
@@ -70,6 +71,11 @@ class PreparedGeneration:
     image_positions: tuple[int, ...] = ()
     cache_scope: str = SHARED_SCOPE
     """Whose cached prompts and answers the generation may use (`cache_scope.py`)."""
+    primer: str = ""
+    """A turn cut short and continued (`Family.continuation`): the text the prompt ends with, which the parser
+    reads first (its events were published already) so that it stands where the turn was cut."""
+    continued_tokens: int = 0
+    """The tokens of that text: counted as output, not prompt, and taken from the output limit."""
 
 
 def new_call_id() -> str:
@@ -119,14 +125,15 @@ class GenerationService:
 
     async def prepare_async(self, conversation: Conversation, settings: GenerationSettings, *,
                             context_param: str = "messages", large: bool = False,
-                            owner: str = SHARED_SCOPE) -> PreparedGeneration:
+                            owner: str = SHARED_SCOPE, partial: PartialTurn | None = None) -> PreparedGeneration:
         """`prepare`, in a preparation lane's thread when it may block the event loop (`prepare_lanes.py`): a
         `large` request (its render is long: the large lane), or an engine whose tokenizer waits on I/O (the
         embedded engine asks llama-server for uncached runs)."""
         if large or self.engine.blocking_tokenizer:
-            return await self.lanes.run(large, partial(self.prepare, conversation, settings,
-                                                       context_param=context_param, owner=owner))
-        return self.prepare(conversation, settings, context_param=context_param, owner=owner)
+            return await self.lanes.run(large, functools.partial(self.prepare, conversation, settings,
+                                                                 context_param=context_param, owner=owner,
+                                                                 partial=partial))
+        return self.prepare(conversation, settings, context_param=context_param, owner=owner, partial=partial)
 
     def cache_scope(self, owner: str) -> str:
         """The cache scope of a request by `owner` (its API key's owner scope, `http/auth.py`)."""
@@ -134,11 +141,12 @@ class GenerationService:
 
     def prepare(
         self, conversation: Conversation, settings: GenerationSettings, *, context_param: str = "messages",
-        owner: str = SHARED_SCOPE,
+        owner: str = SHARED_SCOPE, partial: PartialTurn | None = None,
     ) -> PreparedGeneration:
         """Render and tokenize; refuse (400, at `context_param`) what cannot fit the context. No engine call.
         Images must have been loaded (`load_images`); each takes the engine's `image_tokens` of context.
-        What is looked up in caches is looked up in `owner`'s cache scope only."""
+        What is looked up in caches is looked up in `owner`'s cache scope only. `partial`: the assistant's turn
+        as far as it was published, continued (`Family.continuation`)."""
         scope = self.cache_scope(owner)
         tokenizer = self.engine.scoped_tokenizer(scope)
         images = tuple(p.data for p in image_parts(conversation))
@@ -147,8 +155,15 @@ class GenerationService:
         refuse_beyond_context(prompt, max_token_bytes=engine.max_token_bytes, image_tokens=engine.image_tokens,
                               context=engine.context_size, max_tokens=settings.max_tokens, param=context_param)
         if self.spellings is not None and not images:  # an image prompt reaches llama-server as text: ids unused
-            prompt = respelled(prompt, tokenizer, partial(self.spellings.recall, self.engine.tokenizer, scope))
+            prompt = respelled(prompt, tokenizer, functools.partial(self.spellings.recall, self.engine.tokenizer, scope))
         prompt_ids, positions = prompt.tokenize(tokenizer)
+        primer, continued = "", 0
+        if partial is not None and partial.items:
+            written = self.family.continuation(conversation, partial)
+            primer, continued = written.text, len(written.token_ids(tokenizer))
+            prompt_ids = prompt_ids + written.token_ids(tokenizer)
+            if settings.max_tokens is not None:  # the output limit counts what was written before the cut
+                settings = dataclasses.replace(settings, max_tokens=max(1, settings.max_tokens - continued))
         if len(images) != len(positions) or any(data is None for data in images):
             raise EngineError("the conversation's images were not loaded before prepare")
         if images and prompt.plain_text_spells_control(tokenizer):
@@ -182,7 +197,7 @@ class GenerationService:
             stop_token_ids=self._stop_ids,
         )
         return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,
-                                  settings.report_progress, images, positions, scope)
+                                  settings.report_progress, images, positions, scope, primer, continued)
 
     def admit(self, *, bounded: bool = True) -> Admission:
         """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
@@ -199,7 +214,10 @@ class GenerationService:
             parser=self.family.parser(prepared.conversation, new_call_id),
             stops=StopStringMatcher(prepared.stop),
             policy=ToolPolicy(prepared.conversation, prepared.max_tool_calls),
+            continued_tokens=prepared.continued_tokens,
         )
+        for event in state.parser.feed(prepared.primer):  # published before the cut: only the states move on
+            state.policy.check(event)
         events = self._generate(state)
         try:
             await admission.wait()
@@ -291,6 +309,8 @@ class GenerationService:
 
     def _remember(self, state: "_RunState") -> None:
         """Keep the ids of a finished turn under what it published, for when it comes back as history."""
+        if state.continued_tokens:  # a continued turn's ids are only the rest of it
+            return
         if self.spellings is not None and state.generated_ids and min(state.generated_ids) >= 0:  # < 0: text only
             calls = [tuple(call) for call in state.calls.values()]
             self.spellings.remember(self.engine.tokenizer, state.cache_scope, turn_key("".join(state.text), calls),
@@ -318,6 +338,8 @@ class _RunState:
     text: list[str] = field(default_factory=list)
     """The text published, and the calls published (index → [name, arguments]): the turn as it comes back."""
     calls: dict[int, list[str]] = field(default_factory=dict)
+    continued_tokens: int = 0
+    """A continued turn's tokens written before the cut (`PreparedGeneration.continued_tokens`)."""
     ended_by_pipeline: bool = False
     """The pipeline ended the turn (a stop string, the tool policy) and closed the engine, whose own record
     then says `cancelled`: the turn's outcome is `stop`."""
@@ -339,7 +361,9 @@ class _RunState:
 
     def usage(self) -> Usage:
         stats = self.generation.stats
-        return Usage(stats.prompt_tokens, stats.cached_tokens, stats.generated_tokens, self.reasoning_tokens)
+        prompt = max(0, stats.prompt_tokens - self.continued_tokens)
+        return Usage(prompt, min(stats.cached_tokens, prompt), stats.generated_tokens + self.continued_tokens,
+                     self.reasoning_tokens)
 
 
 class _SynthesizedProgress:

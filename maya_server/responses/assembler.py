@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ..errors import MayaError
+from ..neutral.conversation import PartialItem, PartialTurn
 from ..neutral.events import (
     Failed, Finished, PipelineEvent, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
     ToolCallInvalid, ToolCallStarted, Usage,
@@ -51,6 +52,10 @@ class _Item:
             return {"id": self.id, "type": "message", "role": "assistant", "status": self.status, "content": content}
         return {"id": self.id, "type": "function_call", "status": self.status, "call_id": self.call_id,
                 "name": self.name, "arguments": joined}
+
+
+_ITEM_KINDS = {"reasoning": "reasoning", "message": "message", "function_call": "function_call"}
+_DELTAS = ("response.output_text.delta", "response.reasoning_text.delta", "response.function_call_arguments.delta")
 
 
 def _output_text(text: str) -> dict:
@@ -170,6 +175,44 @@ class ResponseAssembler:
         if isinstance(event, Failed):
             return self._fail(event)
         return []
+
+    # -- a task taken over ------------------------------------------------------------
+    def restore(self, snapshot: dict, events: list[dict]) -> None:
+        """Stand where a background response taken over from another replica stood: its creation time and state
+        from its record's snapshot, its items (ids, text so far, which is open) from its published events. The
+        log numbers what follows (`jobs/redis_lua.py`), so the sequence goes on from the last event here."""
+        self.created_at = snapshot["created_at"]
+        self.status = snapshot["status"]
+        for event in events:
+            self._replay(event)
+            self._sequence = max(self._sequence, event["sequence_number"] + 1)
+
+    def _replay(self, event: dict) -> None:
+        kind = event["type"]
+        if kind == "response.output_item.added":
+            body = event["item"]
+            item = _Item(_ITEM_KINDS[body["type"]], body["id"], event["output_index"],
+                         call_id=body.get("call_id", ""), name=body.get("name", ""))
+            self._items.append(item)
+            if item.kind == "function_call":
+                self._calls[len(self._calls)] = item  # the parser numbers a turn's calls from 0
+            else:
+                self._open = item
+        elif kind in _DELTAS:
+            self._items[event["output_index"]].text.append(event["delta"])
+        elif kind == "response.output_item.done":
+            item = self._items[event["output_index"]]
+            item.status = event["item"]["status"]
+            if item.kind == "function_call":
+                item.text = [event["item"]["arguments"]]
+            if self._open is item:
+                self._open = None
+
+    def partial_turn(self) -> PartialTurn:
+        """The assistant's turn as published so far, for the model to continue."""
+        kinds = {"reasoning": "reasoning", "message": "text", "function_call": "call"}
+        return PartialTurn(tuple(PartialItem(kinds[item.kind], "".join(item.text), item.status != "in_progress",
+                                             item.name) for item in self._items))
 
     def reserve_sequence(self) -> int:
         """A sequence number for an event outside this response's own stream (a reader's error)."""

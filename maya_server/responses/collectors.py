@@ -127,6 +127,25 @@ JOB_COUNTERS = {
 JOB_PREFIX = "maya:responses_jobs_"
 
 
+def _take_over_metrics(stats: dict) -> Iterator[Metric]:
+    """Tasks changing hands between replicas (`jobs/handover.py`), as this replica saw them."""
+    yield CounterMetricFamily(JOB_PREFIX + "claimed", "Tasks of another replica this replica took over (queued or "
+                              "running)", value=stats["claimed"])
+    yield CounterMetricFamily(JOB_PREFIX + "resumed", "Running tasks of another replica this replica continued from "
+                              "their published output", value=stats["resumed"])
+    yield CounterMetricFamily(JOB_PREFIX + "handed_over", "Tasks this replica handed over to the fleet at shutdown",
+                              value=stats["handed_over"])
+    waited = stats["resume_seconds"]
+    yield SummaryMetricFamily(JOB_PREFIX + "resume_seconds", "Seconds from a task being free to take (its lease's "
+                              "end, its hand-over) to its start on this replica", count_value=waited["count"],
+                              sum_value=waited["sum"])
+    unowned = CounterMetricFamily(JOB_PREFIX + "ended_unowned", "Tasks without an owner this replica ended, by the "
+                                  "code of their error event", labels=["code"])
+    for code, count in sorted(stats["ended_unowned"].items()):
+        unowned.add_metric([code], count)
+    yield unowned
+
+
 class JobCollector:
     def __init__(self, jobs: JobManager) -> None:
         self.jobs = jobs
@@ -144,8 +163,9 @@ class JobCollector:
         if "fenced" in stats:
             yield CounterMetricFamily(JOB_PREFIX + "fenced", "Tasks this replica stopped because another replica "
                                       "failed them after their lease lapsed", value=stats["fenced"])
-            yield CounterMetricFamily(JOB_PREFIX + "reaped", "Tasks of a lapsed replica this replica failed",
-                                      value=stats["reaped"])
+            yield CounterMetricFamily(JOB_PREFIX + "reaped", "Tasks without an owner this replica ended (failed, or "
+                                      "cancelled while between owners)", value=stats["reaped"])
+            yield from _take_over_metrics(stats)
             yield GaugeMetricFamily(JOB_PREFIX + "tails", "Background tasks this replica reads one shared tail of "
                                     "(at most the stream reader limit)", value=stats["tails"])
             yield GaugeMetricFamily(JOB_PREFIX + "tail_bytes", "Bytes of events the shared tails hold for their "

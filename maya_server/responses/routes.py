@@ -25,17 +25,18 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from ..engine.fifo import Admission
-from ..neutral.conversation import Conversation, image_parts
+from ..neutral.conversation import image_parts
 from ..http.drain import answer_json, stream_frames
-from ..errors import InvalidRequestError, MayaError, StoreUnavailableError
-from ..neutral.events import Failed, PipelineEvent, Usage
-from ..pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
+from ..errors import InvalidRequestError, StoreUnavailableError
+from ..neutral.events import PipelineEvent
+from ..pipeline.generation import GenerationService
 from ..http.body import BodyLimits, read_json
 from ..http.image_loading import load_admitted
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
 from .jobs.over_http import start_job
+from .worker_generation import in_worker
 from .convert import to_conversation, to_settings
 from ..structured.gate import gated, publish_gate
 from .records import ResponseRecords
@@ -54,17 +55,23 @@ def responses_router(
     async def create_response(request: Request) -> Response:
         """One of three answers, chosen by the body: a background job, an SSE stream or a JSON body.
         Leaving the `with` releases the turn unless the stream or job that was returned took it."""
-        body, large = await read_json(request, limits, parse_responses_request)
+        sent: list[dict] = []
+
+        def validate(data: dict) -> ResponsesRequest:
+            sent.append(data)  # kept as JSON with a background task, for another replica to take it over
+            return parse_responses_request(data)
+
+        body, large = await read_json(request, limits, validate)
         with await records.open_turn(request.state.owner, body) as turn:
             if body.background:
-                return await answer_background(body, large, turn)
+                return await answer_background(body, large, turn, orjson.dumps(sent[0]))
             return await answer_foreground(request, body, large, turn)
 
-    async def answer_background(body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
+    async def answer_background(body: ResponsesRequest, large: bool, turn: StoredTurn, sent: bytes) -> Response:
         """A job, answered at once (JSON) or streamed to its first reader. Nothing is admitted to the engine
         here: a worker takes the job's place when it starts it, and waits however full the queue is. A job
         with images has what can be refused without fetching refused now; its worker loads them and
-        prepares (`_in_worker`)."""
+        prepares (`worker_generation.py`)."""
         settings = to_settings(body)
         conversation = to_conversation(body, prior=turn.prior)
         service.check_images(conversation)
@@ -75,8 +82,10 @@ def responses_router(
         assembler = ResponseAssembler(body, model=model_name, on_finish=turn.save if body.stored else None,
                                       on_unsaved=turn.not_saved)
         gate = publish_gate(conversation, body.output_format)
-        generate = lambda: gated(_in_worker(service, conversation, settings, prepared, turn.owner), gate)  # noqa: E731
-        return await start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream))
+        keep = lambda images: records.jobs.keep_images(assembler.id, images)  # noqa: E731
+        generate = lambda: gated(in_worker(service, conversation, settings, prepared, turn.owner,  # noqa: E731
+                                           keep_images=keep), gate)
+        return await start_job(records.jobs, assembler, turn, generate, stream=bool(body.stream), request=sent)
 
     async def answer_foreground(request: Request, body: ResponsesRequest, large: bool, turn: StoredTurn) -> Response:
         """A generation admitted to the engine queue now (a full queue is a 429 here, before any byte of a
@@ -155,22 +164,6 @@ async def _answer_json(request: Request, assembler: ResponseAssembler, events: A
         return Response(orjson.dumps(assembler.snapshot()), media_type="application/json")
 
     return await answer_json(request, events, assembler.deliver, on_close=admission.release, answer=answer)
-
-
-async def _in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,
-                     prepared: PreparedGeneration | None, owner: str) -> AsyncIterator[PipelineEvent]:
-    """A background job's generation. Unprepared (it has images), the worker first fetches and decodes
-    them and prepares, as the spec gives workers preparation and image work: a cancel or the deadline
-    waits for that step to return and clean up, and its refusals fail the task with their error."""
-    if prepared is None:
-        try:
-            conversation = await service.load_images(conversation)
-            prepared = await service.prepare_async(conversation, settings, context_param="input", owner=owner)
-        except MayaError as exc:
-            yield Failed(exc, Usage(0, 0, 0, 0))
-            return
-    async for event in service.run(prepared, service.admit(bounded=False)):
-        yield event
 
 
 def _encoded(events: list[dict]) -> bytes:

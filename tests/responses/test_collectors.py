@@ -56,13 +56,20 @@ def test_the_store_collector_reads_afresh_at_every_scrape():
 def test_the_job_collector_maps_every_figure_and_labels_finished_by_state():
     stats = {name: i + 1 for i, name in enumerate([*JOB_GAUGES, *JOB_COUNTERS])}
     stats["finished"] = {"failed": 2, "completed": 9}
-    stats.update(backend="redis", fenced=3, reaped=4, tails=5, tail_bytes=6)
+    stats.update(backend="redis", fenced=3, reaped=4, claimed=5, resumed=6, handed_over=7,
+                 resume_seconds={"sum": 2.5, "count": 2}, ended_unowned={"background_owner_lost": 8}, tails=5, tail_bytes=6)
     samples = _samples(JobCollector(SimpleNamespace(stats=lambda: stats)))
     assert samples[("maya:responses_jobs_tails", ())] == 5
     assert samples[("maya:responses_jobs_tail_bytes", ())] == 6
     assert samples[("maya:responses_jobs_backend", (("backend", "redis"),))] == 1
     assert samples[("maya:responses_jobs_fenced_total", ())] == 3
     assert samples[("maya:responses_jobs_reaped_total", ())] == 4
+    assert samples[("maya:responses_jobs_claimed_total", ())] == 5
+    assert samples[("maya:responses_jobs_resumed_total", ())] == 6
+    assert samples[("maya:responses_jobs_handed_over_total", ())] == 7
+    assert samples[("maya:responses_jobs_resume_seconds_sum", ())] == 2.5
+    assert samples[("maya:responses_jobs_resume_seconds_count", ())] == 2
+    assert samples[("maya:responses_jobs_ended_unowned_total", (("code", "background_owner_lost"),))] == 8
     for name in JOB_GAUGES:
         assert samples[("maya:responses_jobs_" + name, ())] == stats[name]
     for name in JOB_COUNTERS:

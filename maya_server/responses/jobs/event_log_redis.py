@@ -233,6 +233,12 @@ class JobLogs:
         got, first = await self.link.command(read, timeout=timeout)
         return (got[0][1] if got else []), (None if first is None else int(first))
 
+    async def everything(self, job_id: str) -> list[LoggedEvent]:
+        """Every event of the log, oldest first, placeholders left out: what a replica that takes the task over
+        continues (the log is bounded by `EVENT_COUNT` and `EVENT_BYTES`, so this is too)."""
+        entries = await self.link.command(lambda: self.link.client.xrange(self.key("js:", job_id)))
+        return [event for _, event in decode(entries)[0] if event is not None]
+
     async def exists(self, job_id: str) -> bool:
         return bool(await self.link.command(lambda: self.link.client.exists(self.key("j:", job_id))))
 
@@ -262,7 +268,9 @@ class RedisJobLog:
         self._state: str | None = None
         self._snapshot_due = False
         self._closing = False
+        self._handing = False
         self.closed = False
+        """The log is closed in Redis, or (`hand_over`) this writer let go of it."""
         self.fenced = False
         self._flusher: asyncio.Task | None = None
         self._room = asyncio.Event()
@@ -303,6 +311,14 @@ class RedisJobLog:
         """No more events: the next flush writes the terminal state and ends the log."""
         self._closing = True
         self._kick()
+
+    def hand_over(self) -> Awaitable[None]:
+        """No more events from this replica, and no end either: the next flush writes what is buffered and lets go
+        of the task (`HAND_OVER`: its fence moves on and its lease lapses now, for another replica to take it
+        over at once). Awaits that flush (or the writer being refused)."""
+        self._handing = True
+        self._kick()
+        return self.drained()
 
     def room(self) -> Awaitable[None] | None:
         """None while the buffer is within the log's bounds; else what the generation awaits."""
@@ -350,7 +366,8 @@ class RedisJobLog:
             self._flusher = asyncio.ensure_future(self._flush_all())
 
     def _has_work(self) -> bool:
-        return bool(self._pending) or self._state is not None or self._snapshot_due or (self._closing and not self.closed)
+        return bool(self._pending) or self._state is not None or self._snapshot_due or \
+            ((self._closing or self._handing) and not self.closed)
 
     async def _flush_all(self) -> None:
         retry = RETRY_S[0]
@@ -372,6 +389,9 @@ class RedisJobLog:
 
     async def _flush_once(self) -> None:
         count = min(len(self._pending), BATCH_EVENTS)
+        if self._handing and count == len(self._pending):
+            await self._let_go(count)
+            return
         batch = [self._pending[i] for i in range(count)]
         state, due = self._state, self._snapshot_due
         close = self._closing and count == len(self._pending)
@@ -401,6 +421,25 @@ class RedisJobLog:
             self._room.set()
         if int(answer[1]) == 1 and not close:
             self._on_cancel()
+
+
+    async def _let_go(self, count: int) -> None:
+        """The last flush of a task handed over: its remaining events and snapshot, then the lease let go."""
+        args: list = [self.logs.link.prefix, self.job_id, self.fence, self.clock(), self.logs.max_count,
+                      self.logs.max_bytes, orjson.dumps(self._snapshot()), self._state or ""]
+        for kind, body in list(self._pending)[:count]:
+            args += (kind, body)
+        answer = await self.logs.scripts["HAND_OVER"](args)
+        self.flushes += 1
+        if answer != b"ok":
+            self.refused()
+            return
+        self._pending.clear()
+        self.bytes = 0
+        self._state = None
+        self._snapshot_due = False
+        self.closed = True
+        self._room.set()
 
 
 def _logged(event: dict) -> LoggedEvent:

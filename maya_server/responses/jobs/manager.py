@@ -75,6 +75,17 @@ class Job:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     timer: asyncio.TimerHandle | None = None
     """Fires `JobManager._expire` at the deadline (event-loop time)."""
+    request: bytes = b""
+    """The validated request's JSON, kept with a shared record so that another replica can run the task again."""
+    prior_count: int = 0
+    """How many of `history`'s items are the continued history pinned at admission (the rest are this request's)."""
+    continues: bool = False
+    """Taken over mid-generation from another replica (`jobs/redis.py`): its opening events are in the log already,
+    and its worker continues the output published so far instead of starting it."""
+    handing_over: bool = False
+    """Its replica is shutting down and lets another take it over: stopping its generation publishes no end."""
+    taken_at: float | None = None
+    """When it became free to take over (wall clock): a resumed task's latency is counted from it."""
 
     @property
     def active(self) -> bool:
@@ -101,6 +112,9 @@ class JobCounters:
 
 class JobManager:
     backend = "memory"
+    resumer = None
+    """What rebuilds a task taken over from another replica (`jobs/handover.py`): only a shared backend takes
+    tasks over; the API layer sets it (`responses/resumable.py`)."""
 
     def __init__(
         self,
@@ -159,13 +173,16 @@ class JobManager:
         if not self.accepting:
             raise ServiceUnavailableError("The server is shutting down and accepts no background responses.")
 
-    def _enqueue(self, job: Job) -> None:
-        """The admitted job joins this process: its deadline starts, a worker will take it."""
+    def _enqueue(self, job: Job, timeout_s: float | None = None) -> None:
+        """The admitted job joins this process: its deadline starts (`timeout_s` from now: what is left of a
+        deadline set elsewhere, for a task taken over, which counts as claimed, not admitted), a worker will
+        take it."""
         self._jobs[job.id] = job
         self._active[job.owner] += 1
-        self.counters.admitted += 1
+        self.counters.admitted += timeout_s is None
         loop = asyncio.get_running_loop()
-        job.timer = loop.call_later(self.settings.job_timeout_s, self._expire, job)
+        timeout_s = self.settings.job_timeout_s if timeout_s is None else timeout_s
+        job.timer = loop.call_later(timeout_s, self._expire, job)
         self._start_workers()
         self._queue.put_nowait(job)
 
@@ -188,6 +205,9 @@ class JobManager:
                    and j.finished_at + self.settings.job_ttl_s <= self.clock()]
         for job in expired:
             del self._jobs[job.id]
+
+    async def keep_images(self, job_id: str, images: list[bytes]) -> None:
+        """Keep a task's loaded images for a replica that may take it over (a shared backend); nothing here."""
 
     # -- lookups ----------------------------------------------------------------------
     def runs_here(self, job_id: str) -> bool:
@@ -271,7 +291,8 @@ class JobManager:
 
     async def _execute(self, job: Job) -> None:
         self._transition(job, "in_progress")
-        self._publish(job, job.assembler.started())
+        if not job.continues:  # a task taken over mid-generation published its start already
+            self._publish(job, job.assembler.started())
         if not await self._claimed(job):
             return
         job.task = asyncio.ensure_future(self._generate(job))
@@ -287,8 +308,15 @@ class JobManager:
         elif job.timed_out:
             self.counters.timeouts += 1
             self._finish(job, "failed", job.assembler.fail(_timeout_error(self.settings)))
+        elif job.handing_over:
+            await self._let_go(job)
         else:
             self._finish(job, "cancelled", job.assembler.cancelled())
+
+    async def _let_go(self, job: Job) -> None:
+        """Hand a stopped task to another replica (a shared backend, shutting down); in memory there is none:
+        it ends cancelled."""
+        self._finish(job, "cancelled", job.assembler.cancelled())
 
     async def _generate(self, job: Job) -> None:
         # closed fully even when the job is cancelled meanwhile: the pipeline's cleanup (its admission

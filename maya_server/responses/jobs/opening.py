@@ -35,4 +35,7 @@ def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, 
         **password_option(config),
     )
     return RedisJobManager(settings, link=store.link, tail_client=Redis(connection_pool=tail_pool),
-                           lease_s=config.job_lease_s, wall_clock=clock or time.time, **options)
+                           lease_s=config.job_lease_s, wall_clock=clock or time.time,
+                           serves=(config.served_model_name, config.family), claim_wait_s=config.job_claim_wait_s,
+                           resume_limit=config.job_resume_limit, shutdown_grace_s=config.job_shutdown_grace_s,
+                           **options)

@@ -41,18 +41,22 @@ async def start_job(
     generate: Callable[[], AsyncIterator[PipelineEvent]],
     *,
     stream: bool,
+    request: bytes = b"",
 ) -> Response:
     """Admit the job (429/503/413 refuse it; the caller's `with` then releases the turn) and answer its
-    creation. Once admitted, the job holds the turn: `JobManager._finish` releases it."""
+    creation. Once admitted, the job holds the turn: `JobManager._finish` releases it. `request`: the validated
+    request's JSON, kept with a shared record so that another replica can take the task over; it counts
+    towards `JOB_INPUT_BYTES` with the history."""
     settings = jobs.settings
     history = dumps_kept(turn.input_history())
-    size = len(history) + len(orjson.dumps(assembler.snapshot()))
+    size = len(history) + len(orjson.dumps(assembler.snapshot())) + len(request)
     if size > settings.job_input_bytes:
         raise StorageCapacityError(
             f"This background request's input snapshot takes {size} bytes, over the limit of "
             f"{settings.job_input_bytes} bytes per task. Run it in the foreground or shorten its history.",
         )
-    job = Job(assembler.id, turn.owner, assembler, jobs.new_log(assembler.id, assembler), generate, turn, history)
+    job = Job(assembler.id, turn.owner, assembler, jobs.new_log(assembler.id, assembler), generate, turn, history,
+              request=request, prior_count=len(turn.history))
     reading = ExitStack()
     if stream:  # the reader slot first: a 429 for readers must not leave a job behind
         reading.enter_context(jobs.reader(turn.owner))

@@ -1,31 +1,37 @@
-"""Background tasks on Redis (`--store redis://…`): any replica follows, cancels and recovers any task.
+"""Background tasks on Redis (`--store redis://…`): any replica follows, cancels and takes over any task.
 
-Generation stays where the task was admitted: that replica's workers run it exactly as in memory
-(`JobManager`), and its cleanup still comes before its terminal state. What moves to Redis is everything
-another replica must see (`jobs/redis_lua.py` has the keys and scripts):
+Generation runs where the task is held: that replica's workers run it exactly as in memory (`JobManager`), and
+its cleanup still comes before its terminal state. What moves to Redis is everything another replica must see
+(`jobs/redis_lua.py` has the keys and scripts):
 
 - **The record and the log.** The task's state, its response as last published, its input history and its
   events (a Redis Stream, numbered by the log) live in Redis. Retrieve, `stream=true&starting_after=N`,
   delete (409 while active) and continuation read them through any replica. The per-task event bounds,
   `JOB_ENTRIES`, `JOB_OWNER_ENTRIES` and `JOB_TTL_S` hold for the fleet (the admission script checks them
   all at once); the reader bounds stay per replica, as they bound this process's connections.
+- **What it needs to run anywhere.** Admission also keeps the validated request, how much of the history is
+  the pinned history it continues, the model and family it was admitted for and its deadline (within the
+  task's `JOB_INPUT_BYTES`), so that any replica can prepare it again with its own engine.
 - **Leases.** The replica running a task holds a lease on it (`--job-lease-s`). Every flush of the task's
   events renews it, and a heartbeat renews all of this replica's leases every `min(1, lease / 4)` seconds
   in one script. The same heartbeat lists tasks whose lease lapsed (their replica was killed, or lost Redis
-  for longer than the lease): this replica fails each with a server error and ends its log, so every reader
-  gets a terminal event. Whichever replica does it first wins; the others' attempts change nothing.
-- **Fencing.** Failing a lapsed task moves its fence on, and a finished record refuses every write: an owner
-  that comes back late (SIGSTOP, a long partition) learns from its next write that the task is no longer
-  its own, stops generating, and writes nothing.
-- **Queued tasks of a replica that died are failed, not restarted elsewhere.** A task's prepared prompt,
-  pinned history and fetched images exist only in the memory of the replica that admitted it; starting it
-  elsewhere would mean storing whole requests (images included) in Redis and re-validating them against
-  another replica's model and settings. Failing it within the lease is honest and bounded; the client
-  creates it again.
+  for longer than the lease, or handed them over).
+- **Taking over, not failing** (`jobs/handover.py`). For each lapsed task, the replicas race with `CLAIM`; the
+  winner holds it under a new fence and rebuilds it (`resumer`, from the API layer): a queued task runs from
+  its start, a running one continues its published output, its events numbered on. A replica whose model or
+  family differs from the record's leaves it to another. A task ends instead, for every reader, when a cancel
+  came while it had no owner, its deadline passed, it was taken over `--job-resume-limit` times, or nobody
+  took it within `--job-claim-wait-s`; whichever replica ends it first wins, the others change nothing.
+- **Fencing.** Taking a task over or ending it moves its fence on, and a finished record refuses every write:
+  an owner that comes back late (SIGSTOP, a long partition) learns from its next write that the task is no
+  longer its own, stops generating, and writes nothing.
 - **Cancel through another replica** marks the record; the owner's next heartbeat or flush (at most one
   heartbeat away) cancels the task as in memory, and the caller waits up to five seconds for the record to
-  finish, then answers with it as it is. Graceful shutdown cancels this replica's tasks and waits for their
-  terminal writes, so readers on other replicas see the end.
+  finish, then answers with it as it is.
+- **Shutdown hands over.** SIGTERM stops admission, hands queued tasks over at once, lets running ones finish
+  here for up to `--job-shutdown-grace-s`, then stops the rest and hands them over with their progress flushed
+  (`HAND_OVER`: the lease lapses now, so another replica takes them at its next heartbeat). Nothing is
+  cancelled; readers here get the shutdown's `error` and reconnect through another replica.
 """
 
 from __future__ import annotations
@@ -39,21 +45,20 @@ from typing import Any, Awaitable, Callable
 
 import orjson
 
-from ...errors import EventTooLarge, StoreUnavailableError
+from ...errors import EventTooLarge, MayaError, StoreUnavailableError
 from . import redis_lua as lua
 from ..assembler import ResponseAssembler
 from .event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
+from .handover import ClaimedTask, Resumer, TakeOverFigures, ended, packed_images, unpacked_images
 from .manager import (
     ACTIVE, CANCEL_WAIT_S, Job, JobManager, _cannot_keep, _fleet_full, _owner_full, _still_active, _timeout_error,
 )
 from ..store.redis_link import RedisLink, every
 from ..settings import ResponsesSettings
 
-SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES")
+SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE", "REAP", "FIGURES", "CLAIM",
+           "HAND_OVER", "KEEP_IMAGES")
 CANCEL_POLL_S = 0.1
-OWNER_LOST = ("The replica that ran this background response stopped renewing its lease (it was stopped, or "
-              "lost the store); the response failed. Create it again.")
-OWNER_LOST_CODE = "background_owner_lost"
 
 log = logging.getLogger("maya.jobs")
 
@@ -85,8 +90,20 @@ class RedisJobManager(JobManager):
     backend = "redis"
 
     def __init__(self, settings: ResponsesSettings, *, link: RedisLink, tail_client: Any, lease_s: float,
-                 wall_clock: Callable[[], float] = time.time, **options) -> None:
+                 wall_clock: Callable[[], float] = time.time, serves: tuple[str, str] = ("", ""),
+                 claim_wait_s: float = 30.0, resume_limit: int = 3, shutdown_grace_s: float = 25.0,
+                 **options) -> None:
+        """`serves`: the model and family this replica generates with; it takes over only tasks admitted for the
+        same two. `claim_wait_s`, `resume_limit`: when a task nobody holds ends instead (`jobs/handover.py`);
+        `shutdown_grace_s`: how long a SIGTERM lets running tasks finish here before handing them over."""
         super().__init__(settings, **options)
+        self.serves = serves
+        self.claim_wait_s = claim_wait_s
+        self.resume_limit = resume_limit
+        self.shutdown_grace_s = shutdown_grace_s
+        self.resumer: Resumer | None = None
+        """Rebuilds a task taken over (set by the API layer, `responses/resumable.py`); None: this replica takes
+        none over, and only ends the tasks that nobody may take."""
         self.link = link
         self.lease_s = lease_s
         self.heartbeat_s = min(1.0, lease_s / 4)
@@ -102,6 +119,8 @@ class RedisJobManager(JobManager):
         self.fleet: dict = {"records": 0, "active": 0}
         self.fenced = 0
         self.reaped = 0
+        self.takeovers = TakeOverFigures()
+        self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -130,7 +149,8 @@ class RedisJobManager(JobManager):
         now = self.wall_clock()
         args: list = [self.link.prefix, now, s.job_ttl_s, s.job_entries, s.job_owner_entries, s.event_count,
                       s.event_bytes, job.id, await self.link.scope(job.owner), self.replica, now + self.lease_s,
-                      job.history, orjson.dumps(job.snapshot())]
+                      job.history, orjson.dumps(job.snapshot()), job.request, job.prior_count, *self.serves,
+                      now + s.job_timeout_s]
         for kind, body in events:
             args += (kind, body)
         answer = await self._scripts["ADMIT"](args)
@@ -148,7 +168,9 @@ class RedisJobManager(JobManager):
 
     # -- lookups --------------------------------------------------------------------------
     def runs_here(self, job_id: str) -> bool:
-        return job_id in self._draining
+        """Never, for a reader: a task here may be handed over when this replica stops, so every reader gets the
+        shutdown's `error` and reconnects through another replica, where the task goes on."""
+        return False
 
     async def find(self, owner: str, response_id: str, *, history: bool = False) -> SharedJob | None:
         s = self.settings
@@ -254,28 +276,111 @@ class RedisJobManager(JobManager):
             elif answer in (b"fenced", b"gone"):
                 job.log.refused()
         for job_id in lapsed:
-            if job_id.decode() not in self._draining:
-                await self._reap(job_id.decode())
+            if job_id.decode() not in self._draining and not self._stopping:
+                await self._take_over(job_id.decode())
 
-    async def _reap(self, job_id: str) -> None:
-        """Fail a task whose owner's lease lapsed, with a terminal event for every reader."""
+    # -- taking over a task nobody holds (jobs/handover.py) ---------------------------------
+    async def _take_over(self, job_id: str) -> None:
+        """Race the other replicas for a task whose lease lapsed: the winner runs it on (`CLAIM`); a task that
+        must not be taken ends with its code; one admitted for another model is left for a replica serving it."""
         key = self.logs.key("j:", job_id)
-        fence, snapshot = await self.link.command(lambda: self.link.client.hmget(key, "f", "snap"))
+        fence = await self.link.command(lambda: self.link.client.hget(key, "f"))
         if fence is None:
             return
-        failed, events = lapsed_failure(orjson.loads(snapshot))
+        now = self.wall_clock()
+        if self.resumer is None:  # takes nothing over: only ends what must end
+            serves = ("", "\n")  # matches no record
+        else:
+            serves = self.serves
+        answer = await self._scripts["CLAIM"]([self.link.prefix, job_id, int(fence), now, *serves, self.resume_limit,
+                                               self.claim_wait_s, self.replica, now + self.lease_s])
+        outcome = answer[0].decode()
+        if outcome == "end":
+            await self._end_unheld(job_id, int(fence), answer[1].decode(), held=False)
+        elif outcome == "claimed":
+            await self._resume(job_id, answer)
+
+    async def _end_unheld(self, job_id: str, fence: int, code: str, *, held: bool, message: str | None = None) -> None:
+        """End a task no replica runs (`REAP`): its terminal events, for every reader; `held`: this replica holds
+        its fence (it took the task and cannot run it)."""
+        snapshot = await self.link.command(lambda: self.link.client.hget(self.logs.key("j:", job_id), "snap"))
+        if snapshot is None:
+            return
+        state, final, events = ended(orjson.loads(snapshot), code, message)
         s = self.settings
-        args: list = [self.link.prefix, job_id, int(fence), self.wall_clock(), s.event_count, s.event_bytes,
-                      orjson.dumps(failed)]
+        args: list = [self.link.prefix, job_id, fence, self.wall_clock(), s.event_count, s.event_bytes,
+                      orjson.dumps(final), state, code, 1 if held else 0]
         for kind, body in events:
             args += (kind, body)
         if await self._scripts["REAP"](args):
             self.reaped += 1
-            log.warning("a background response's replica stopped renewing its lease; the response failed")
+            self.takeovers.ended[code] += 1
+            log.warning("a background response without an owner ended: %s", code)
+
+    async def _resume(self, job_id: str, answer: list) -> None:
+        """This replica won the task: rebuild it with its own engine and queue it (a task in progress continues
+        from what it published)."""
+        (_, fence, state, request, history, prior_count, snapshot, first, _next, deadline, resumes, cancel_asked,
+         scope, lapsed_at, images, lengths) = answer
+        fence = int(fence)
+        state = state.decode()
+        if state == "in_progress" and int(first) > 0:  # the log was trimmed: the output so far is not all there
+            await self._end_unheld(job_id, fence, "background_resume_lost", held=True)
+            return
+        events = await self.logs.everything(job_id) if state == "in_progress" else []
+        claimed = ClaimedTask(job_id, scope.decode(), fence, state, request, history, int(prior_count), snapshot,
+                              float(deadline), int(resumes), int(cancel_asked) == 1, float(lapsed_at), events,
+                              unpacked_images(images, lengths))
+        try:
+            job = await self.resumer(claimed, self.new_log)
+        except MayaError as exc:  # its request no longer validates here, say
+            await self._end_unheld(job_id, fence, "background_resume_lost", held=True, message=exc.message)
+            return
+        except Exception:  # a record this replica cannot read: it ends, rather than go round the fleet
+            log.exception("a background response taken over could not be rebuilt")
+            await self._end_unheld(job_id, fence, "background_resume_lost", held=True)
+            return
+        job.log.fence = fence
+        job.continues = state == "in_progress"
+        job.taken_at = claimed.lapsed_at
+        self.takeovers.claimed += 1
+        self._draining[job.id] = job
+        self._enqueue(job, max(0.0, claimed.deadline - self.wall_clock()))
+        if claimed.cancel_asked:
+            self._cancel_asked(job.id)
+
+    async def keep_images(self, job_id: str, images: list[bytes]) -> None:
+        """Keep a task's images as this replica fetched and scaled them, for a replica that takes it over, when
+        they fit the task's `JOB_INPUT_BYTES` with its request and history (else it fetches them again)."""
+        job = self._draining.get(job_id)
+        joined, lengths = packed_images(images)
+        if job is None or len(job.history) + len(job.request) + len(joined) > self.settings.job_input_bytes:
+            return
+        await self._scripts["KEEP_IMAGES"]([self.link.prefix, job_id, job.log.fence, joined, lengths])
+
+    async def _execute(self, job: Job) -> None:
+        if job.taken_at is not None:
+            self.takeovers.started(job.continues, max(0.0, self.wall_clock() - job.taken_at))
+        await super()._execute(job)
 
     # -- shutdown and figures -------------------------------------------------------------
     async def shutdown(self) -> None:
-        """As in memory, then until every terminal write of this replica is in Redis (within the shutdown wait)."""
+        """Stop admitting; hand queued tasks over at once; let running ones finish here for up to the grace
+        period, then hand the rest over (their generation stopped, their progress flushed, their lease let go);
+        then as in memory, until every last write of this replica is in Redis (within the shutdown wait)."""
+        self.accepting = False
+        if not self._stopping:
+            self._stopping = True
+            queued = [asyncio.ensure_future(self._let_go(job)) for job in self._jobs.values() if job.state == "queued"]
+            if queued:
+                await asyncio.wait(queued, timeout=self.shutdown_wait_s)  # Redis silent: the stop below gives up
+            running = [job.done.wait() for job in self._jobs.values() if job.state == "in_progress"]
+            if running and self.shutdown_grace_s > 0:
+                await asyncio.wait([asyncio.ensure_future(done) for done in running], timeout=self.shutdown_grace_s)
+            for job in list(self._jobs.values()):
+                if job.state == "in_progress" and job.task is not None:
+                    job.handing_over = True
+                    job.task.cancel()
         try:
             await super().shutdown()
         finally:
@@ -288,6 +393,23 @@ class RedisJobManager(JobManager):
                 if pending:
                     log.error("%d background response(s) could not write their end to the store before shutdown",
                               len(pending))
+
+    async def _let_go(self, job: Job) -> None:
+        """Hand a task over to the fleet: what it published stays, no end is written, its lease lapses now; this
+        replica forgets it without finishing it."""
+        job.state = "handed_over"  # not a record state: the task goes on elsewhere; a worker skips it
+        self._active[job.owner] -= 1
+        if not self._active[job.owner]:
+            del self._active[job.owner]
+        if job.timer is not None:
+            job.timer.cancel()
+        job.turn.release()
+        job.done.set()
+        self._jobs.pop(job.id, None)
+        await job.log.hand_over()
+        self._draining.pop(job.id, None)
+        if job.log.closed:
+            self.takeovers.handed_over += 1
 
     def _read_figures(self, figures: list) -> None:
         records, active, named = figures
@@ -313,20 +435,10 @@ class RedisJobManager(JobManager):
             "readers": sum(self._readers.values()), "admitted": c.admitted, "rejections": c.rejections,
             "reader_rejections": c.reader_rejections, "cancellations": c.cancellations, "timeouts": c.timeouts,
             "evictions": c.evictions, "finished": dict(c.finished), "fenced": self.fenced, "reaped": self.reaped,
-            "lease_s": self.lease_s, "fleet": dict(self.fleet), **self.logs.tail_figures(),
+            **self.takeovers.figures(), "lease_s": self.lease_s, "claim_wait_s": self.claim_wait_s,
+            "resume_limit": self.resume_limit, "shutdown_grace_s": self.shutdown_grace_s, "fleet": dict(self.fleet),
+            **self.logs.tail_figures(),
             "limits": {"records": self.settings.job_entries, "workers": self.settings.job_workers,
                        "owner_active": self.settings.job_owner_entries, "readers": self.settings.stream_readers},
         }
 
-
-def lapsed_failure(snapshot: dict) -> tuple[dict, list[tuple[str, bytes]]]:
-    """The failed response and its terminal events (unnumbered) for a task whose owner is gone: what it had
-    published, its unfinished items closed incomplete."""
-    for item in snapshot.get("output", []):
-        if item.get("status") == "in_progress":
-            item["status"] = "incomplete"
-    snapshot.update(status="failed", completed_at=None, incomplete_details=None,
-                    error={"code": "server_error", "message": OWNER_LOST})
-    events = [{"type": "error", "code": OWNER_LOST_CODE, "message": OWNER_LOST, "param": None},
-              {"type": "response.failed", "response": snapshot}]
-    return snapshot, [unnumbered(event) for event in events]

@@ -6,7 +6,12 @@ Keys (P is `--store-prefix`, O an owner scope as the response store keys it, nev
     P j:ID       hash    one task's record: o (owner scope), s (state), r (the replica running it), f (fence),
                          lu (lease until, s), snap (its response as last published), hist (its input history),
                          n (the next sequence number), first (the oldest retained), eb (retained event bytes),
-                         cx (1: a cancel was asked through another replica), fin (finish time, once finished)
+                         cx (1: a cancel was asked through another replica), fin (finish time, once finished),
+                         rq (the validated request's JSON), hk (how many of hist's items are the pinned history
+                         it continues), m and fam (the model and family it was admitted for), dl (its deadline,
+                         wall clock), rs (how many times another replica took it over), rel (1: its owner
+                         handed it over at shutdown), img and imgl (its images as fetched and scaled, joined,
+                         and their lengths, comma-separated: `KEEP_IMAGES`)
     P js:ID      stream  its events, one entry per flush: entry `(B+1)-0` holds the numbers A..B, with fields
                          a (A), t (their types) and j (their JSONs), each list joined by newlines (a type has
                          none, and JSON as orjson writes it has no raw newline); or, with field p, the one
@@ -16,10 +21,12 @@ Keys (P is `--store-prefix`, O an owner scope as the response store keys it, nev
     P jfin       zset    finished records → finish time: retention (`JOB_TTL_S`) and oldest-first eviction
     P jlease     zset    active records → lease expiry: where a lapsed owner is found
     P joa        hash    owner scope → active tasks: the fleet's `JOB_OWNER_ENTRIES`
-    P jn         hash    fleet figures: admitted, rejections, evictions, expirations, reaped, fences, finished:STATE
+    P jn         hash    fleet figures: admitted, rejections, evictions, expirations, reaped, fences, finished:STATE,
+                         claimed, resumed, handed_over, ended:CODE (a task ended without an owner)
 
-Fencing: `f` is a number taken from `jn`'s `fences` counter when a record is created and again when another
-replica fails it after its lease lapsed (`REAP`); every write of the owner names the fence it holds, and a
+Fencing: `f` is a number taken from `jn`'s `fences` counter when a record is created and again whenever it
+changes hands: another replica takes it over (`CLAIM`), fails it after its lease lapsed (`REAP`), or its owner
+hands it over at shutdown (`HAND_OVER`); every write of the owner names the fence it holds, and a
 record whose fence moved on, or that has finished (`fin`), refuses it. So an owner that comes back late can
 neither overwrite the terminal state nor append after it.
 
@@ -159,7 +166,8 @@ end
 """
 
 ADMIT = COMMON + r"""
--- ARGV: P now ttl job_entries owner_entries maxc maxb id owner replica lease_until hist snap [type json]...
+-- ARGV: P now ttl job_entries owner_entries maxc maxb id owner replica lease_until hist snap rq hk m fam dl
+--       [type json]...
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local job_entries, owner_entries = tonumber(ARGV[4]), tonumber(ARGV[5])
 local maxc, maxb = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -181,12 +189,13 @@ while redis.call('ZCARD', P .. 'jall') >= job_entries do
 end
 local fence = redis.call('HINCRBY', P .. 'jn', 'fences', 1)
 redis.call('HSET', rec(id), 'o', o, 's', 'queued', 'r', replica, 'f', fence, 'lu', lease_until,
-           'hist', ARGV[12], 'snap', ARGV[13], 'n', 0, 'first', 0, 'eb', 0, 'cx', 0)
+           'hist', ARGV[12], 'snap', ARGV[13], 'n', 0, 'first', 0, 'eb', 0, 'cx', 0,
+           'rq', ARGV[14], 'hk', ARGV[15], 'm', ARGV[16], 'fam', ARGV[17], 'dl', ARGV[18], 'rs', 0)
 redis.call('ZADD', P .. 'jall', now, id)
 redis.call('ZADD', P .. 'jlease', lease_until, id)
 redis.call('HINCRBY', P .. 'joa', o, 1)
 redis.call('HINCRBY', P .. 'jn', 'admitted', 1)
-append(id, 14, maxc, maxb)
+append(id, 19, maxc, maxb)
 return {'ok', fence}
 """
 
@@ -281,14 +290,82 @@ return 1
 """
 
 REAP = COMMON + r"""
--- ARGV: P id fence now maxc maxb snap [type json]...
--- Fail a record whose owner's lease lapsed, if nothing changed since it was read (its fence, its lease).
+-- ARGV: P id fence now maxc maxb snap state code held [type json]...
+-- End a record no replica holds (its lease lapsed, or its owner handed it over) in `state` (failed, or cancelled
+-- when a cancel came while it was between owners), if nothing changed since it was read (its fence, its lease);
+-- `code` names why, for the fleet's figures. `held` = 1: the caller holds the fence (it claimed the record and
+-- cannot go on), so the lease is not looked at.
 local id, fence, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local f = redis.call('HMGET', rec(id), 'f', 's', 'lu', 'fin')
-if not f[1] or tonumber(f[1]) ~= fence or f[4] or not active(f[2]) or tonumber(f[3]) > now then return 0 end
-redis.call('HSET', rec(id), 'f', redis.call('HINCRBY', P .. 'jn', 'fences', 1), 'snap', ARGV[7])
-append(id, 8, tonumber(ARGV[5]), tonumber(ARGV[6]))
-finish(id, 'failed', now)
+if not f[1] or tonumber(f[1]) ~= fence or f[4] or not active(f[2]) then return 0 end
+if ARGV[10] ~= '1' and tonumber(f[3]) > now then return 0 end
+redis.call('HSET', rec(id), 'f', redis.call('HINCRBY', P .. 'jn', 'fences', 1), 'snap', ARGV[7], 's', ARGV[8])
+append(id, 11, tonumber(ARGV[5]), tonumber(ARGV[6]))
+finish(id, ARGV[8], now)
 redis.call('HINCRBY', P .. 'jn', 'reaped', 1)
+redis.call('HINCRBY', P .. 'jn', 'ended:' .. ARGV[9], 1)
 return 1
+"""
+
+CLAIM = COMMON + r"""
+-- ARGV: P id fence now model family resume_limit claim_wait replica lease_until
+-- Take over a record whose lease lapsed (or that its owner handed over), if nothing changed since it was read.
+-- Answers {'changed'} (someone else acted first, or its lease is live again), {'other'} (it was admitted for
+-- another model or family: left for a replica that serves them), {'end', code} (it must end instead: a cancel
+-- was asked while it had no owner `response_cancelled`, past its
+-- deadline `job_timeout`, taken over too often `background_resume_limit`, nobody took it within the claim wait
+-- `background_owner_lost`; the caller ends it with `REAP`), or {'claimed', fence, state, rq, hist, hk, snap,
+-- first, n, dl, rs, cx, owner scope, lapsed since, img, imgl}: the caller now holds it under the new fence and
+-- lease.
+local id, fence, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local r = rec(id)
+local f = redis.call('HMGET', r, 'f', 's', 'lu', 'fin', 'm', 'fam', 'rs', 'dl', 'cx')
+if not f[1] or tonumber(f[1]) ~= fence or f[4] or not active(f[2]) or tonumber(f[3]) > now then
+  return {'changed'}
+end
+local lapsed = tonumber(f[3])
+if f[9] == '1' then return {'end', 'response_cancelled'} end
+if f[8] and tonumber(f[8]) <= now then return {'end', 'job_timeout'} end
+if now > lapsed + tonumber(ARGV[8]) then return {'end', 'background_owner_lost'} end
+if f[5] ~= ARGV[5] or f[6] ~= ARGV[6] then return {'other'} end
+local rs = tonumber(f[7] or '0')
+if rs >= tonumber(ARGV[7]) then return {'end', 'background_resume_limit'} end
+local lease_until = tonumber(ARGV[10])
+local new_fence = redis.call('HINCRBY', P .. 'jn', 'fences', 1)
+redis.call('HSET', r, 'f', new_fence, 'r', ARGV[9], 'lu', lease_until, 'rs', rs + 1)
+redis.call('HDEL', r, 'rel')
+redis.call('ZADD', P .. 'jlease', lease_until, id)
+redis.call('HINCRBY', P .. 'jn', 'claimed', 1)
+if f[2] == 'in_progress' then redis.call('HINCRBY', P .. 'jn', 'resumed', 1) end
+local g = redis.call('HMGET', r, 'rq', 'hist', 'hk', 'snap', 'first', 'n', 'dl', 'cx', 'o', 'img', 'imgl')
+return {'claimed', new_fence, f[2], g[1], g[2], tonumber(g[3]), g[4], tonumber(g[5]), tonumber(g[6]), g[7],
+        rs + 1, tonumber(g[8]), g[9], tostring(lapsed), g[10] or '', g[11] or ''}
+"""
+
+KEEP_IMAGES = COMMON + r"""
+-- ARGV: P id fence img imgl
+-- The owner keeps the task's images as it fetched and scaled them, so a replica that takes the task over uses
+-- them instead of fetching them again. 'ok', or what check_fence found.
+local checked = check_fence(ARGV[2], tonumber(ARGV[3]))
+if checked ~= 'ok' then return checked end
+redis.call('HSET', rec(ARGV[2]), 'img', ARGV[4], 'imgl', ARGV[5])
+return 'ok'
+"""
+
+HAND_OVER = COMMON + r"""
+-- ARGV: P id fence now maxc maxb snap state [type json]...
+-- The owner, shutting down, lets go of a task it holds: its last events and snapshot are written, its fence
+-- moves on (so nothing of the owner's can be written after) and its lease lapses now, so another replica claims
+-- it at its next heartbeat instead of a lease later. 'ok', or what check_fence found.
+local id, fence, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local checked = check_fence(id, fence)
+if checked ~= 'ok' then return checked end
+append(id, 9, tonumber(ARGV[5]), tonumber(ARGV[6]))
+local r = rec(id)
+if ARGV[7] ~= '' then redis.call('HSET', r, 'snap', ARGV[7]) end
+if ARGV[8] ~= '' then redis.call('HSET', r, 's', ARGV[8]) end
+redis.call('HSET', r, 'f', redis.call('HINCRBY', P .. 'jn', 'fences', 1), 'lu', now, 'rel', 1)
+redis.call('ZADD', P .. 'jlease', now, id)
+redis.call('HINCRBY', P .. 'jn', 'handed_over', 1)
+return 'ok'
 """

@@ -81,6 +81,11 @@ SCRIPT_ACL_REFUSAL = "The user executing the script can't"
 may not run): no NOPERM code in front, so it is recognised by its words."""
 
 
+class ScopedOwner(str):
+    """An owner known only by its scope: a background task taken over from another replica, whose record keeps
+    the scope, never the owner (whose hash a copy of Redis could test keys against)."""
+
+
 def refusal_of(error: BaseException) -> str | None:
     """The refusal `error` is (a key of `REFUSALS`), or None."""
     if str(error).startswith(SCRIPT_ACL_REFUSAL):
@@ -193,7 +198,9 @@ class RedisLink:
 
     # -- owner scopes -------------------------------------------------------------------
     async def scope(self, owner: str) -> str:
-        """The owner's scope as keys in Redis hold it."""
+        """The owner's scope as keys in Redis hold it (a `ScopedOwner` is one already)."""
+        if isinstance(owner, ScopedOwner):
+            return str(owner)
         if self._secret is None:
             self._secret = await self._read_salt()
         return hmac.new(self._secret, owner.encode(), hashlib.sha256).hexdigest()[:SCOPE_HEX]

@@ -138,15 +138,21 @@ def test_cursors_are_checked_against_the_shared_log(start_server):
     assert [event["sequence_number"] for event in tail] == list(range(oldest, oldest + len(tail)))
 
 
-def test_a_task_whose_lease_lapsed_is_failed_by_another_replica_and_its_owner_is_fenced_out(start_server):
-    """A's heartbeat stops (as when A is stopped) while its second task waits in A's queue, so nothing renews
-    that task's lease: B fails it, readers see the end, and when A's worker finally starts it, A's first write
-    is refused and A stops it."""
+def _silent_owner_and_b(start_server, **b_config):
+    """A, whose heartbeat is stopped (as when A is stopped) and whose second task waits in its queue, so nothing
+    renews that task's lease; and B on the same Redis."""
     env = {"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"}  # the second task waits in A's queue, not in its engine
-    a, b = fleet(start_server, [["tick " * 400, "never"], ["unused"]], job_lease_s=1.0, environ=env)
+    shared = {"store": shared_redis().url, "store_prefix": unique_prefix(), "job_lease_s": 1.0, "environ": env}
+    a = start_server(["tick " * 400, "never"], delay=DELAY, **shared)
+    b = start_server(["waited"], delay=DELAY, **shared, **b_config)
     a.await_on_loop(lambda: _stop_heartbeat(a))
-    running = background(a)
-    waiting = background(a)
+    return a, b, background(a), background(a)
+
+
+def test_a_task_whose_lease_lapsed_is_failed_when_no_replica_can_take_it_and_its_owner_is_fenced_out(start_server):
+    """B serves another model: it cannot take the waiting task over, and fails it once the claim wait is over;
+    when A's worker finally starts it, A's first write is refused and A stops it."""
+    a, b, running, waiting = _silent_owner_and_b(start_server, model_name="another-model", job_claim_wait_s=1.0)
     events = read(b, waiting.id)
     assert [event["type"] for event in events][-2:] == ["error", "response.failed"]
     assert events[-2]["code"] == "background_owner_lost"
@@ -157,6 +163,20 @@ def test_a_task_whose_lease_lapsed_is_failed_by_another_replica_and_its_owner_is
     assert read(b, waiting.id) == events  # nothing was appended after the end
     assert status(a, waiting.id) == "failed" and a.engine.calls == 1  # "never" was not generated
     assert b.on_loop(b.app.state.jobs.stats)["reaped"] == 1
+
+
+def test_a_queued_task_whose_lease_lapsed_is_taken_over_and_run_by_another_replica(start_server):
+    """B serves the same model: it takes the waiting task over and runs it from its start; A's worker, when it
+    finally starts it, is refused at its first write and generates nothing."""
+    a, b, running, waiting = _silent_owner_and_b(start_server)
+    events = read(b, waiting.id)
+    assert events[-1]["type"] == "response.completed", events[-3:]
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta") == "waited"
+    assert wait_for(lambda: status(a, running.id) == "completed", 30)
+    assert wait_for(lambda: a.on_loop(a.app.state.jobs.stats)["fenced"] == 1)
+    assert read(b, waiting.id) == events and a.engine.calls == 1
+    assert b.on_loop(b.app.state.jobs.stats)["claimed"] == 1
 
 
 async def _stop_heartbeat(server) -> None:

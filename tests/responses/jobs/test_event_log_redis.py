@@ -63,7 +63,8 @@ async def admit(logs: JobLogs, job_id: str) -> RedisJobLog:
     """A record with its two queued events (0 and 1), held by the fence the script gives."""
     now = 1000.0
     args = [logs.link.prefix, now, 900, 16, 4, logs.max_count, logs.max_bytes, job_id, "owner", "replica", now + 60,
-            b"[]", b"{}", *unnumbered({"type": "response.created"}), *unnumbered({"type": "response.queued"})]
+            b"[]", b"{}", b"{}", 0, "model", "chatml", now + 600,
+            *unnumbered({"type": "response.created"}), *unnumbered({"type": "response.queued"})]
     answer = await logs.scripts["ADMIT"](args)
     writer = RedisJobLog(logs, job_id, dict, lease_s=60, clock=lambda: now, on_cancel=lambda: None,
                          on_fenced=lambda: None)
@@ -185,8 +186,8 @@ def reap_args(logs: JobLogs, job_id: str, fence: int, now: float) -> list:
     failed = {"id": job_id, "object": "response", "status": "failed", "output": []}
     events = [{"type": "error", "code": "background_owner_lost", "message": "gone", "param": None},
               {"type": "response.failed", "response": failed}]
-    return [logs.link.prefix, job_id, fence, now, logs.max_count, logs.max_bytes, orjson.dumps(failed),
-            *(part for event in events for part in unnumbered(event))]
+    return [logs.link.prefix, job_id, fence, now, logs.max_count, logs.max_bytes, orjson.dumps(failed), "failed",
+            "background_owner_lost", 0, *(part for event in events for part in unnumbered(event))]
 
 
 @on_a_loop
