@@ -367,6 +367,15 @@ class JobManager:
             self.counters.cancellations += 1
         self.counters.finished[state] += 1
         job.finished_at = self.clock()
+        self._let_go_here(job)
+        try:
+            self._publish(job, events)
+        finally:
+            job.log.close()
+
+    def _let_go_here(self, job: Job) -> None:
+        """What a task held on this replica goes back: its owner's active slot, its deadline timer, its turn in
+        the engine; whoever waits on it is woken. (It finished here, or another replica goes on with it.)"""
         self._active[job.owner] -= 1
         if not self._active[job.owner]:
             del self._active[job.owner]
@@ -374,10 +383,6 @@ class JobManager:
             job.timer.cancel()
         job.turn.release()
         job.done.set()
-        try:
-            self._publish(job, events)
-        finally:
-            job.log.close()
 
     def _publish(self, job: Job, events: list[dict]) -> None:
         for event in events:

@@ -398,13 +398,7 @@ class RedisJobManager(JobManager):
         """Hand a task over to the fleet: what it published stays, no end is written, its lease lapses now; this
         replica forgets it without finishing it."""
         job.state = "handed_over"  # not a record state: the task goes on elsewhere; a worker skips it
-        self._active[job.owner] -= 1
-        if not self._active[job.owner]:
-            del self._active[job.owner]
-        if job.timer is not None:
-            job.timer.cancel()
-        job.turn.release()
-        job.done.set()
+        self._let_go_here(job)
         self._jobs.pop(job.id, None)
         await job.log.hand_over()
         self._draining.pop(job.id, None)
