@@ -374,9 +374,12 @@ class RedisJobManager(JobManager):
             queued = [asyncio.ensure_future(self._let_go(job)) for job in self._jobs.values() if job.state == "queued"]
             if queued:
                 await asyncio.wait(queued, timeout=self.shutdown_wait_s)  # Redis silent: the stop below gives up
-            running = [job.done.wait() for job in self._jobs.values() if job.state == "in_progress"]
+            running = [job for job in self._jobs.values() if job.state == "in_progress"]
             if running and self.shutdown_grace_s > 0:
-                await asyncio.wait([asyncio.ensure_future(done) for done in running], timeout=self.shutdown_grace_s)
+                waits = [asyncio.ensure_future(job.done.wait()) for job in running]
+                _, unfinished = await asyncio.wait(waits, timeout=self.shutdown_grace_s)
+                for wait in unfinished:
+                    wait.cancel()
             for job in list(self._jobs.values()):
                 if job.state == "in_progress" and job.task is not None:
                     job.handing_over = True
