@@ -180,7 +180,8 @@ class ScriptedEngine(Engine):
         token the prompt ends inside of is written from there on (as a model goes on from a cut mid-token)."""
         ids = entry.ids(self.tokenizer)
         pieces = [(token_id, self.tokenizer.decode([token_id])) for token_id in ids]
-        written = _written(self.tokenizer.decode(prompt_ids), entry.text)
+        tail = prompt_ids[-(2 * len(ids) + 8):]  # enough to hold any beginning of the entry, not the whole prompt
+        written = _written(self.tokenizer.decode(tail), entry.text)
         rest, start = [], 0
         for token_id, text in pieces:
             end = start + len(text)

@@ -160,8 +160,9 @@ class GenerationService:
         primer, continued = "", 0
         if partial is not None and partial.items:
             written = self.family.continuation(conversation, partial)
-            primer, continued = written.text, len(written.token_ids(tokenizer))
-            prompt_ids = prompt_ids + written.token_ids(tokenizer)
+            written_ids = written.token_ids(tokenizer)
+            primer, continued = written.text, len(written_ids)
+            prompt_ids = prompt_ids + written_ids
             if settings.max_tokens is not None:  # the output limit counts what was written before the cut
                 settings = dataclasses.replace(settings, max_tokens=max(1, settings.max_tokens - continued))
         if len(images) != len(positions) or any(data is None for data in images):
@@ -216,8 +217,9 @@ class GenerationService:
             policy=ToolPolicy(prepared.conversation, prepared.max_tool_calls),
             continued_tokens=prepared.continued_tokens,
         )
-        for event in state.parser.feed(prepared.primer):  # published before the cut: only the states move on
-            state.policy.check(event)
+        if prepared.primer:  # published before the cut: only the parser's and the policy's states move on
+            for event in state.parser.feed(prepared.primer):
+                state.policy.check(event)
         events = self._generate(state)
         try:
             await admission.wait()
