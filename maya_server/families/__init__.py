@@ -4,7 +4,8 @@
 
 - `glm` — GLM-5.1's template (see `glm.py`); `glm-4.7` / `glm-5` (GLM-4.7 and
   GLM-5 template), `glm-5.1`, `glm-5.2`, `glm-5.3` pick a template variant explicitly.
-- `deepseek-v4` — DeepSeek-V4 / V4.1 (DeepSeek's encoding_dsv4.py).
+- `deepseek-v4.1` — DeepSeek-V4.1 (V4.1's own encoder, `deepseek_v41.py`).
+- `deepseek-v4` — DeepSeek-V4 as DeepSeek's toolkit writes it today (`deepseek_v4.py`).
 - `chatml` — ChatML with Hermes tools and Qwen3 thinking (SmolLM2, Qwen).
 """
 
@@ -15,6 +16,7 @@ from typing import Callable
 from .base import Family, StreamParser
 from .chatml import ChatmlFamily
 from .deepseek_v4 import DeepSeekV4Family
+from .deepseek_v41 import DeepSeekV41Family
 from .glm import GlmFamily
 
 _FACTORIES: dict[str, Callable[[], Family]] = {
@@ -25,6 +27,7 @@ _FACTORIES: dict[str, Callable[[], Family]] = {
     "glm-5.2": lambda: GlmFamily("5.2"),
     "glm-5.3": lambda: GlmFamily("5.3"),
     "deepseek-v4": DeepSeekV4Family,
+    "deepseek-v4.1": DeepSeekV41Family,
     "chatml": ChatmlFamily,
 }
 
@@ -40,4 +43,4 @@ def get_family(name: str) -> Family:
     return factory()
 
 
-__all__ = ["ChatmlFamily", "DeepSeekV4Family", "Family", "FAMILY_NAMES", "get_family", "GlmFamily", "StreamParser"]
+__all__ = ["ChatmlFamily", "DeepSeekV41Family", "DeepSeekV4Family", "Family", "FAMILY_NAMES", "get_family", "GlmFamily", "StreamParser"]

@@ -1,6 +1,6 @@
 """Start-up check: does Maya's family renderer write the prompt the model's own chat template writes?
 
-Maya renders prompts with its own code (`glm.py`, `deepseek_v4.py`), exact by
+Maya renders prompts with its own code (`glm.py`, `deepseek_prompt.py`), exact by
 construction for the template releases it knows. A new release (GLM-5.3 was
 detected as 5.2 and differed in four ways) would otherwise go unnoticed, so at
 start-up, when the engine reports a chat template, every conversation of
@@ -55,11 +55,14 @@ KNOWN_TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
     "7bd4fbdf0c06cd7398ddb6913de6e4a5839b9d06569e74e5b2ec246b375ca9c9": (
         "llama.cpp's deepseek-ai-DeepSeek-V4.jinja (0.3.36)",
         {**dict.fromkeys(("tool_call_and_result", "results_out_of_order", "two_calls_twice", "strict_tool",
-                          "effort_xhigh"),
-                         "DeepSeek ships V4's prompt format as Python (encoding_dsv4.py), no template; GGUFs carry "
-                         "llama.cpp's own, which differs from DeepSeek's encoder (no blank line before the tools "
-                         "when there is no system message, no `Reasoning Effort: Absolute maximum` line for xhigh). "
-                         "Maya follows DeepSeek's encoder, which its golden tests check"),
+                          "effort_xhigh", "system", "tools", "developer", "reasoning_history", "effort_medium",
+                          "effort_high"),
+                         "DeepSeek ships V4's prompt format as code (its encoder, and the deepseek-recipe toolkit), "
+                         "no template; GGUFs carry llama.cpp's own, which differs from DeepSeek's (no blank line "
+                         "before the tools when there is no system message, no `Reasoning Effort: Absolute maximum` "
+                         "paragraph, which DeepSeek's toolkit writes for every thinking effort but minimal and low, "
+                         "calls in the order made where the toolkit sorts them by id). Maya follows DeepSeek's "
+                         "toolkit, which its golden tests check"),
          **dict.fromkeys(("content_parts", "image"),
                          "llama.cpp's template reads a message's content only as a string (llama-server joins the "
                          "parts before rendering), and V4's text encoder has no image syntax")},
@@ -69,6 +72,8 @@ KNOWN_TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
 are known to differ from the official prompt, with why. Those conversations are not compared."""
 
 SKIPPED: dict[str, str] = {
+    "deepseek-v4.1": "DeepSeek-V4.1 ships no chat template, only its encoder: its reference is DeepSeek's toolkit, "
+                     "which the golden tests check, not whatever template an engine reports for it",
     "chatml": "ChatML is one renderer for many models (SmolLM2, Qwen2.5, Qwen3), each template with its own default "
               "system line, so no one template is its reference",
 }

@@ -22,6 +22,7 @@ class ControlVocabulary:
     def __init__(self, tokens: Iterable[str]) -> None:
         ordered = sorted(set(tokens), key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(t) for t in ordered))
+        self._starts = re.compile("(?=" + "|".join(re.escape(t) for t in ordered) + ")")
 
     def write(self, builder: PromptBuilder, literal: str) -> None:
         """Write template-owned text: known tokens as control segments, the rest plain."""
@@ -31,3 +32,14 @@ class ControlVocabulary:
             builder.control(match.group())
             pos = match.end()
         builder.plain(literal[pos:])
+
+    def write_client(self, builder: PromptBuilder, text: str) -> None:
+        """Write client text so that no spelling of a vocabulary token in it becomes that token: the text is cut
+        one character into each spelling, and every piece after a cut is tokenized as a run of its own."""
+        cuts = [m.start() + 1 for m in self._starts.finditer(text)]
+        if not cuts:
+            builder.plain(text)
+            return
+        builder.plain(text[:cuts[0]])
+        for start, end in zip(cuts, cuts[1:] + [len(text)]):
+            builder.plain_apart(text[start:end])

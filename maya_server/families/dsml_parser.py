@@ -1,22 +1,22 @@
-"""Reading DeepSeek-V4 DSML tool calls.
+"""Reading DeepSeek's DSML tool calls (V4 and V4.1 spell the tags differently).
 
-    <｜DSML｜tool_calls>
-    <｜DSML｜invoke name="NAME">
+    <｜DSML｜tool_calls>                                     V4.1: <｜DSML｜ calls>
+    <｜DSML｜invoke name="NAME">                             V4.1: <｜DSML｜ invoke name="NAME">
     <｜DSML｜parameter name="KEY" string="true">raw text</｜DSML｜parameter>
     <｜DSML｜parameter name="KEY2" string="false">JSON</｜DSML｜parameter>
     </｜DSML｜invoke>
     </｜DSML｜tool_calls>
 
-`｜DSML｜` is one token. Whitespace between elements is accepted; a missing
-piece (name, `string=` flag, a closing tag), stray text, a repeated parameter
-or a `string="false"` value that is not JSON makes the call `malformed`, and
-the rest of the block is consumed without becoming text. `string="true"` values
-stream as they are generated.
+`｜DSML｜` is one token; V4.1 puts a space before each tag name (`DsmlTags`). Whitespace between elements is
+accepted; a missing piece (name, `string=` flag, a closing tag), stray text, a repeated parameter or a
+`string="false"` value that is not JSON makes the call `malformed`, and the rest of the block is consumed without
+becoming text. `string="true"` values stream as they are generated.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import Enum
 
 from ..util.json_depth import loads_bounded, reject_constant
@@ -25,12 +25,50 @@ from .call_events import CallEmitter, JsonObjectWriter
 from .tagged_parser import unfinished_reason
 
 DSML = "｜DSML｜"
-BLOCK_OPEN, BLOCK_CLOSE = f"<{DSML}tool_calls>", f"</{DSML}tool_calls>"
-INVOKE_OPEN, INVOKE_CLOSE = f'<{DSML}invoke name="', f"</{DSML}invoke>"
-PARAM_OPEN, PARAM_CLOSE = f'<{DSML}parameter name="', f"</{DSML}parameter>"
 NAME_END = '">'
 STRING_TRUE, STRING_FALSE = '" string="true">', '" string="false">'
-STRUCTURE = (BLOCK_OPEN, BLOCK_CLOSE, INVOKE_OPEN, INVOKE_CLOSE, PARAM_OPEN, PARAM_CLOSE)
+
+
+@dataclass(frozen=True)
+class DsmlTags:
+    """One release's DSML tag names: `block` wraps the calls, `invoke` is one call, `parameter` one argument."""
+
+    block: str
+    invoke: str
+    parameter: str
+
+    @property
+    def block_open(self) -> str:
+        return f"<{DSML}{self.block}>"
+
+    @property
+    def block_close(self) -> str:
+        return f"</{DSML}{self.block}>"
+
+    @property
+    def invoke_open(self) -> str:
+        return f'<{DSML}{self.invoke} name="'
+
+    @property
+    def invoke_close(self) -> str:
+        return f"</{DSML}{self.invoke}>"
+
+    @property
+    def param_open(self) -> str:
+        return f'<{DSML}{self.parameter} name="'
+
+    @property
+    def param_close(self) -> str:
+        return f"</{DSML}{self.parameter}>"
+
+    @property
+    def structure(self) -> tuple[str, ...]:
+        return (self.block_open, self.block_close, self.invoke_open, self.invoke_close, self.param_open,
+                self.param_close)
+
+
+V4_TAGS = DsmlTags("tool_calls", "invoke", "parameter")
+V41_TAGS = DsmlTags(" calls", " invoke", " parameter")
 
 NAME_LIMIT = 512
 _NAME = re.compile(r"[^\s<>\"'{}\[\](),;]+")
@@ -47,9 +85,10 @@ class _State(Enum):
 
 
 class DsmlCallReader:
-    """One `<｜DSML｜tool_calls>` block, possibly holding several invokes."""
+    """One DSML calls block (`<｜DSML｜tool_calls>` in V4), possibly holding several invokes."""
 
-    def __init__(self, emitter: CallEmitter) -> None:
+    def __init__(self, emitter: CallEmitter, tags: DsmlTags = V4_TAGS) -> None:
+        self._tags = tags
         self.done = False
         self.reopens = False
         self._emitter = emitter
@@ -62,12 +101,12 @@ class DsmlCallReader:
 
     def tags(self) -> tuple[str, ...]:
         if self._state is _State.SKIP:
-            return (BLOCK_CLOSE,)
+            return (self._tags.block_close,)
         if self._state is _State.INVOKE_NAME:
-            return STRUCTURE + (NAME_END,)
+            return self._tags.structure + (NAME_END,)
         if self._state is _State.PARAM_NAME:
-            return STRUCTURE + (STRING_TRUE, STRING_FALSE)
-        return STRUCTURE
+            return self._tags.structure + (STRING_TRUE, STRING_FALSE)
+        return self._tags.structure
 
     def on_text(self, text: str) -> None:
         state = self._state
@@ -97,9 +136,9 @@ class DsmlCallReader:
             self._emitter.fail(unfinished_reason(reason), "output ended inside a DSML tool call")
 
     def _in_block(self, tag: str) -> None:
-        if tag == INVOKE_OPEN:
+        if tag == self._tags.invoke_open:
             self._state = _State.INVOKE_NAME
-        elif tag == BLOCK_CLOSE:
+        elif tag == self._tags.block_close:
             self.done = True
         else:
             self._malformed(f"expected an invoke, got {tag}", tag)
@@ -114,15 +153,15 @@ class DsmlCallReader:
         self._state = _State.INVOKE_BODY
 
     def _in_invoke(self, tag: str) -> None:
-        if tag == PARAM_OPEN:
+        if tag == self._tags.param_open:
             self._state = _State.PARAM_NAME
-        elif tag == INVOKE_CLOSE:
+        elif tag == self._tags.invoke_close:
             self._writer.close()
             self._emitter.finish()
             self._completed += 1
             self._state = _State.BLOCK
         else:
-            self._malformed(f"expected a parameter or {INVOKE_CLOSE}, got {tag}", tag)
+            self._malformed(f"expected a parameter or {self._tags.invoke_close}, got {tag}", tag)
 
     def _after_param_name(self, tag: str) -> None:
         key = self._take_buffer()
@@ -138,8 +177,8 @@ class DsmlCallReader:
             self._state = _State.PARAM_VALUE
 
     def _after_value(self, tag: str) -> None:
-        if tag != PARAM_CLOSE:
-            self._malformed(f"parameter {self._key!r} not closed by {PARAM_CLOSE}", tag)
+        if tag != self._tags.param_close:
+            self._malformed(f"parameter {self._key!r} not closed by {self._tags.param_close}", tag)
         elif self._is_string:
             self._writer.close_string()
             self._state = _State.INVOKE_BODY
@@ -157,13 +196,13 @@ class DsmlCallReader:
         self._state = _State.INVOKE_BODY
 
     def _skip(self, tag: str) -> None:
-        self.done = tag == BLOCK_CLOSE
+        self.done = tag == self._tags.block_close
 
     def _malformed(self, detail: str, tag: str | None = None) -> None:
         self._emitter.fail("malformed", detail)
         self._buffer = ""
         self._state = _State.SKIP
-        if tag == BLOCK_CLOSE:
+        if tag == self._tags.block_close:
             self.done = True
 
     def _take_buffer(self) -> str:

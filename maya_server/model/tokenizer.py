@@ -32,6 +32,9 @@ class Segment:
     """An image's place; `text` is the family's image token, kept for `Prompt.text` only."""
     ids: tuple[int, ...] | None = None
     """The ids the model generated for `text` (`spelling.py`): a run of its own, not tokenized again."""
+    apart: bool = False
+    """Plain text that starts a run of its own: the text before it is not merged with it, so a token spelled
+    across the boundary is never read (`control_text.ControlVocabulary.write_client`)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ def _runs(segments: Sequence[Segment]) -> list[tuple[str | None, bool, tuple[int
         elif seg.ids is not None:
             runs.append((seg.text, False, seg.ids))
             mergeable = False
-        elif mergeable and not seg.control:
+        elif mergeable and not seg.control and not seg.apart:
             runs[-1] = (runs[-1][0] + seg.text, False, None)
         else:
             runs.append((seg.text, seg.control, None))
@@ -117,6 +120,11 @@ class PromptBuilder:
 
     def plain(self, text: str) -> "PromptBuilder":
         self._segments.append(Segment(text, False))
+        return self
+
+    def plain_apart(self, text: str) -> "PromptBuilder":
+        """Plain text that the plain text before it is not merged with (`Segment.apart`)."""
+        self._segments.append(Segment(text, apart=True))
         return self
 
     def media(self, text: str) -> "PromptBuilder":
