@@ -27,7 +27,7 @@ from ..neutral.conversation import Conversation, PartialTurn
 from .base import StreamParser
 from .continuation import think_first
 from .deepseek_prompt import EOS, DeepSeekDialect, render
-from .dsml_parser import V4_TAGS, DsmlTags, DsmlCallReader
+from .dsml_parser import BLOCK_OPENS, V4_TAGS, DsmlCallReader
 from .history import thinking_enabled
 from .tagged_parser import OutputSyntax, TaggedParser
 
@@ -57,7 +57,8 @@ V4 = DeepSeekDialect(tags=V4_TAGS, image=IMAGE, effort_text=lambda effort: V4_EF
 
 
 class DeepSeekFamily:
-    """A DeepSeek release: its dialect renders, its DSML tags parse."""
+    """A DeepSeek release: its dialect renders; its parser reads DSML in either release's spelling, as DeepSeek's
+    own stream parser does."""
 
     name: str
     dialect: DeepSeekDialect
@@ -70,10 +71,10 @@ class DeepSeekFamily:
         return think_first(partial, self.name)
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
-        tags: DsmlTags = self.dialect.tags
+        opens = tuple(tag for tag in BLOCK_OPENS if tag != self.dialect.tags.block_open)
         return TaggedParser(
-            OutputSyntax(call_open=tags.block_open),
-            lambda emitter: DsmlCallReader(emitter, tags),
+            OutputSyntax(call_open=self.dialect.tags.block_open, other_call_opens=opens),
+            DsmlCallReader,
             new_call_id,
             in_reasoning=thinking_enabled(conversation),
         )

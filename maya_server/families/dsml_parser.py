@@ -7,7 +7,9 @@
     </｜DSML｜invoke>
     </｜DSML｜tool_calls>
 
-`｜DSML｜` is one token; V4.1 puts a space before each tag name (`DsmlTags`). Whitespace between elements is
+`｜DSML｜` is one token; V4.1 puts a space before each tag name (`DsmlTags`). Either family reads both spellings,
+as DeepSeek's own stream parser does (deepseek-recipe reads V4's tags in V4.1 output and V4.1's in V4's), so a
+block is whichever release's tags the model wrote. Whitespace between elements is
 accepted; a missing piece (name, `string=` flag, a closing tag), stray text, a repeated parameter or a
 `string="false"` value that is not JSON makes the call `malformed`, and the rest of the block is consumed without
 becoming text. `string="true"` values stream as they are generated.
@@ -69,6 +71,20 @@ class DsmlTags:
 
 V4_TAGS = DsmlTags("tool_calls", "invoke", "parameter")
 V41_TAGS = DsmlTags(" calls", " invoke", " parameter")
+BLOCK_OPENS = (V4_TAGS.block_open, V41_TAGS.block_open)
+"""The tags that open a calls block in either release's spelling."""
+
+class _Spellings:
+    """Each DSML tag's spellings in several releases: `tag in spellings.block_close` and so on."""
+
+    def __init__(self, releases: tuple[DsmlTags, ...]) -> None:
+        self.block_close = frozenset(t.block_close for t in releases)
+        self.invoke_open = frozenset(t.invoke_open for t in releases)
+        self.invoke_close = frozenset(t.invoke_close for t in releases)
+        self.param_open = frozenset(t.param_open for t in releases)
+        self.param_close = frozenset(t.param_close for t in releases)
+        self.structure = tuple(tag for t in releases for tag in t.structure)
+
 
 NAME_LIMIT = 512
 _NAME = re.compile(r"[^\s<>\"'{}\[\](),;]+")
@@ -87,8 +103,8 @@ class _State(Enum):
 class DsmlCallReader:
     """One DSML calls block (`<｜DSML｜tool_calls>` in V4), possibly holding several invokes."""
 
-    def __init__(self, emitter: CallEmitter, tags: DsmlTags = V4_TAGS) -> None:
-        self._tags = tags
+    def __init__(self, emitter: CallEmitter) -> None:
+        self._tags = _Spellings((V4_TAGS, V41_TAGS))
         self.done = False
         self.reopens = False
         self._emitter = emitter
@@ -101,7 +117,7 @@ class DsmlCallReader:
 
     def tags(self) -> tuple[str, ...]:
         if self._state is _State.SKIP:
-            return (self._tags.block_close,)
+            return tuple(self._tags.block_close)
         if self._state is _State.INVOKE_NAME:
             return self._tags.structure + (NAME_END,)
         if self._state is _State.PARAM_NAME:
@@ -136,9 +152,9 @@ class DsmlCallReader:
             self._emitter.fail(unfinished_reason(reason), "output ended inside a DSML tool call")
 
     def _in_block(self, tag: str) -> None:
-        if tag == self._tags.invoke_open:
+        if tag in self._tags.invoke_open:
             self._state = _State.INVOKE_NAME
-        elif tag == self._tags.block_close:
+        elif tag in self._tags.block_close:
             self.done = True
         else:
             self._malformed(f"expected an invoke, got {tag}", tag)
@@ -153,15 +169,15 @@ class DsmlCallReader:
         self._state = _State.INVOKE_BODY
 
     def _in_invoke(self, tag: str) -> None:
-        if tag == self._tags.param_open:
+        if tag in self._tags.param_open:
             self._state = _State.PARAM_NAME
-        elif tag == self._tags.invoke_close:
+        elif tag in self._tags.invoke_close:
             self._writer.close()
             self._emitter.finish()
             self._completed += 1
             self._state = _State.BLOCK
         else:
-            self._malformed(f"expected a parameter or {self._tags.invoke_close}, got {tag}", tag)
+            self._malformed(f"expected a parameter or the invoke's closing tag, got {tag}", tag)
 
     def _after_param_name(self, tag: str) -> None:
         key = self._take_buffer()
@@ -177,8 +193,8 @@ class DsmlCallReader:
             self._state = _State.PARAM_VALUE
 
     def _after_value(self, tag: str) -> None:
-        if tag != self._tags.param_close:
-            self._malformed(f"parameter {self._key!r} not closed by {self._tags.param_close}", tag)
+        if tag not in self._tags.param_close:
+            self._malformed(f"parameter {self._key!r} not closed by its closing tag", tag)
         elif self._is_string:
             self._writer.close_string()
             self._state = _State.INVOKE_BODY
@@ -196,13 +212,13 @@ class DsmlCallReader:
         self._state = _State.INVOKE_BODY
 
     def _skip(self, tag: str) -> None:
-        self.done = tag == self._tags.block_close
+        self.done = tag in self._tags.block_close
 
     def _malformed(self, detail: str, tag: str | None = None) -> None:
         self._emitter.fail("malformed", detail)
         self._buffer = ""
         self._state = _State.SKIP
-        if tag == self._tags.block_close:
+        if tag in self._tags.block_close:
             self.done = True
 
     def _take_buffer(self) -> str:

@@ -55,6 +55,8 @@ def unfinished_reason(reason: EndReason) -> InvalidReason:
 class OutputSyntax:
     call_open: str
     """The tag that opens a call block in answer text."""
+    other_call_opens: tuple[str, ...] = ()
+    """More spellings of it (DeepSeek's V4 and V4.1 DSML), read by the same call reader."""
 
     think_close: str = "</think>"
     think_open: str | None = None
@@ -117,9 +119,10 @@ class TaggedParser:
             return (self._syntax.think_close,)
         if self._mode is _Mode.CALL:
             return self._reader.tags()
+        opens = (self._syntax.call_open, *self._syntax.other_call_opens)
         if self._fresh and self._syntax.think_open:
-            return (self._syntax.call_open, self._syntax.think_open)
-        return (self._syntax.call_open,)
+            return (*opens, self._syntax.think_open)
+        return opens
 
     def _route_text(self, text: str) -> None:
         if not text:
