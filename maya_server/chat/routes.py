@@ -36,6 +36,7 @@ def chat_router(
     @router.post("/v1/chat/completions")
     async def create_chat_completion(request: Request) -> Response:
         (body, messages), large = await read_json(request, limits, parse_chat_request)
+        service.check_effort(body.reasoning_effort, "reasoning_effort")
         output_format = parse_response_format(body.response_format)
         check_strict_tools(body)
         conversation, settings = to_conversation(body, messages, output_format=output_format), to_settings(body)

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from typing import Literal, Union
 
 Role = Literal["system", "developer", "user", "assistant"]
-ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+"""OpenAI's efforts, and `max`: DeepSeek's own tier above `xhigh` (its toolkit accepts it as an OpenAI effort).
+Only DeepSeek families have it; a request for it elsewhere is refused before generation
+(`families/effort_tiers.py`), so a family renders `max` only if it is one that knows it."""
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ from array import array
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
-from ..neutral.conversation import Conversation, PartialTurn, image_parts
+from ..neutral.conversation import Conversation, PartialTurn, ReasoningEffort, image_parts
 from ..families.base import Family, StreamParser
+from ..families.effort_tiers import check_effort
 from ..engine.base import Engine, Generation, Sampling, SamplingParams
 from ..engine.fifo import Admission, EngineQueue
 from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
@@ -102,6 +103,11 @@ class GenerationService:
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
         )
+
+    def check_effort(self, effort: ReasoningEffort | None, param: str) -> None:
+        """Refuse, with a 400 at `param`, an effort this service's family has no tier for (`max` outside
+        DeepSeek, `families/effort_tiers.py`): called in a request's validation, before anything is stored."""
+        check_effort(self.family, effort, param)
 
     def check_images(self, conversation: Conversation) -> None:
         """Refuse images before any work (400 at the image's param): the one place that asks whether the

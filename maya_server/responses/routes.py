@@ -59,7 +59,9 @@ def responses_router(
 
         def validate(data: dict) -> ResponsesRequest:
             sent.append(data)  # kept as JSON with a background task, for another replica to take it over
-            return parse_responses_request(data)
+            parsed = parse_responses_request(data)
+            service.check_effort(parsed.effort, "reasoning.effort")  # before the store is read or written
+            return parsed
 
         body, large = await read_json(request, limits, validate)
         with await records.open_turn(request.state.owner, body) as turn:

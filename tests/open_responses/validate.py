@@ -22,6 +22,12 @@ One field disagrees outright: the schema types an echoed `text.format` of type
 `json_schema` with `schema: null`, while OpenAI's API echoes the schema object and the
 OpenAI SDK's type requires it. Maya follows OpenAI there; that one field is checked by
 the SDK types and left out of the schema check.
+
+Another is narrower than OpenAI's API: the schema's `ReasoningEffortEnum` lists `none`, `low`, `medium`,
+`high` and `xhigh` (its own descriptions name `minimal` too), while the OpenAI SDK's `ReasoningEffort` type
+(openai 3.63) also has `minimal` and `max`, and DeepSeek's toolkit takes `max` as its own tier. Maya echoes
+the effort the client asked for, as OpenAI does; an echoed `minimal` or `max` is checked by the SDK types
+and left out of the schema check (read as the schema's "not specified", null), the rest of the object is not.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ OPENAI_SPELLINGS = {
     "response.reasoning_text.delta": "response.reasoning.delta",
     "response.reasoning_text.done": "response.reasoning.done",
 }
+BEYOND_SCHEMA_EFFORTS = ("minimal", "max")
+"""Efforts OpenAI's SDK types have and the schema's enum lacks: checked by the SDK types only."""
 
 
 @cache
@@ -77,6 +85,9 @@ def check_response_object(data: dict) -> None:
 
 
 def _schema_spelling(response: dict) -> dict:
+    reasoning = response.get("reasoning") or {}
+    if reasoning.get("effort") in BEYOND_SCHEMA_EFFORTS:
+        response = {**response, "reasoning": {**reasoning, "effort": None}}
     fmt = (response.get("text") or {}).get("format") or {}
     if fmt.get("type") != "json_schema" or fmt.get("schema") is None:
         return response
