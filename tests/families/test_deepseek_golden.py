@@ -14,6 +14,8 @@ from dataclasses import replace
 
 import pytest
 
+pytest.importorskip("deepseek_recipe", reason="DeepSeek's toolkit has no wheel for this platform")
+
 from maya_server.chat.convert import to_conversation as chat_conversation
 from maya_server.chat.request import parse_chat_request
 from maya_server.families import get_family

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+pytest.importorskip("deepseek_recipe", reason="DeepSeek's toolkit has no wheel for this platform")
+
 from maya_server.families import get_family
 from maya_server.neutral.conversation import Conversation
 from maya_server.neutral.events import ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta
