@@ -8,7 +8,7 @@ from ..neutral.conversation import (
 from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from ..errors import InvalidRequestError
 from ..pipeline.generation import GenerationSettings
-from ..structured.formats import OutputFormat, TextFormat, json_instructions
+from ..structured.formats import OutputFormat, TextFormat, output_schema
 from . import request as wire
 
 
@@ -16,7 +16,7 @@ def to_conversation(
     request: wire.ChatRequest, messages: list[wire.Message], *,
     output_format: OutputFormat = TextFormat(),
 ) -> Conversation:
-    """`output_format` (the parsed `response_format`) adds its JSON instructions to the system prompt."""
+    """`output_format` (the parsed `response_format`) is the structured output the family asks the model for."""
     turns = tuple(_turn(i, m) for i, m in enumerate(messages))
     choice = request.tool_choice
     tool_choice = NamedToolChoice(choice.function.name) if isinstance(choice, wire.NamedToolChoiceBody) else (choice or "auto")
@@ -30,7 +30,7 @@ def to_conversation(
         tool_choice=tool_choice,
         reasoning_effort=request.reasoning_effort,
         parallel_tool_calls=request.parallel_tool_calls,
-        extra_system=(extra,) if (extra := json_instructions(output_format)) else (),
+        output=output_schema(output_format),
     )
 
 

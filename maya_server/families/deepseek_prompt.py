@@ -10,8 +10,9 @@ Alike in both:
   result as `<tool_result>…</tool_result>`, the results put in the order of the calls they answer.
 - A message's parts (texts, images) are blocks joined by blank lines; a system message with no text is dropped
   (as the toolkit's conversion drops it).
-- Tools are described after the opening system message's text and a blank line; without a system message, an
-  empty one carries them.
+- Tools are described after the opening system message's text and a blank line, and then the structured output
+  asked for (`## Response Format:` and its JSON Schema; for any object, the dialect's words), in DeepSeek's
+  words instead of Maya's; without a system message, an empty one carries them.
 - A user turn followed by the model's turn (or ending the conversation) gets `<｜Assistant｜>` and `<think>`
   (thinking) or `</think>` (chat mode); a conversation ending with an assistant turn gets no generation prompt.
 - Reasoning: without tools, reasoning is dropped from assistant turns before the last user turn (whose generation
@@ -63,6 +64,9 @@ class DeepSeekDialect:
     """V4 writes an assistant turn's calls sorted by call id (and so its results in that order); V4.1 as made."""
     empty_arguments_line: bool
     """V4.1 writes the (empty) line of arguments of a call without any; V4 closes the invoke on the next line."""
+    json_object_section: str
+    """What asks for any JSON object (`json_object`): V4.1 gives `{"type": "json_object"}` as the schema, V4 has
+    words of its own."""
     vocabulary: ControlVocabulary = field(init=False)
 
     def __post_init__(self) -> None:
@@ -99,6 +103,8 @@ Otherwise, output directly after {THINK_CLOSE} with tool calls or final response
 
 
 TOOLS_FOOTER = "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n"
+RESPONSE_FORMAT = "## Response Format:\n\nYou MUST strictly adhere to the following schema to reply:\n"
+JSON_OBJECT_SCHEMA_SECTION = RESPONSE_FORMAT + '{"type": "json_object"}'
 
 
 @dataclass
@@ -138,6 +144,14 @@ def render(conversation: Conversation, dialect: DeepSeekDialect) -> Prompt:
                 dialect.vocabulary.write(builder, dialect.tools_section())
                 builder.plain("\n".join(json_text(function_dict(t)) for t in conversation.tools))
                 builder.plain(TOOLS_FOOTER)
+            if index == 0 and conversation.output is not None:
+                builder.plain(BLOCK_SEPARATOR)
+                schema = conversation.output.schema
+                if schema is None:
+                    builder.plain(dialect.json_object_section)
+                else:
+                    builder.plain(RESPONSE_FORMAT)
+                    writer.client(json_text(schema))
         else:
             with builder.assistant(turn):
                 writer.assistant(turn, thinking and (keep_reasoning or index > last_user))
@@ -174,7 +188,7 @@ def _turns(conversation: Conversation, dialect: DeepSeekDialect) -> list[_Turn]:
         turns = [t for t in turns if not is_system(t)]
         if systems:
             turns.insert(0, Message("system", tuple(part for s in systems for part in s.content)))
-    if conversation.tools and not (turns and is_system(turns[0])):
+    if (conversation.tools or conversation.output) and not (turns and is_system(turns[0])):
         turns.insert(0, Message("system"))
     merged: list[_Turn] = []
     for turn in turns:

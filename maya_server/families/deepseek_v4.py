@@ -52,8 +52,11 @@ V4_EFFORT = {None: ABSOLUTE_MAXIMUM, "minimal": "", "low": "", "medium": ABSOLUT
              "xhigh": ABSOLUTE_MAXIMUM, "max": BEYOND_MAXIMUM}
 """What each thinking effort writes first, as the toolkit maps an OpenAI request's effort to V4's."""
 
+JSON_OBJECT = "You are a helpful assistant designed to output JSON.\n## Response Format:\n\nReply with JSON object ONLY."
+"""How V4 asks for any JSON object (`json_object`); a JSON Schema it gives under `## Response Format:` as V4.1 does."""
+
 V4 = DeepSeekDialect(tags=V4_TAGS, image=IMAGE, effort_text=lambda effort: V4_EFFORT[effort], system_token=None,
-                     calls_by_id=True, empty_arguments_line=False)
+                     calls_by_id=True, empty_arguments_line=False, json_object_section=JSON_OBJECT)
 
 
 class DeepSeekFamily:

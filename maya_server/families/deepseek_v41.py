@@ -17,7 +17,7 @@ What V4.1 changed from V4:
 
 from __future__ import annotations
 
-from .deepseek_prompt import DeepSeekDialect
+from .deepseek_prompt import JSON_OBJECT_SCHEMA_SECTION, DeepSeekDialect
 from .deepseek_v4 import DeepSeekFamily
 from .dsml_parser import V41_TAGS
 
@@ -33,7 +33,7 @@ def effort_text(effort: str | None) -> str:
 
 
 V41 = DeepSeekDialect(tags=V41_TAGS, image=IMAGE, effort_text=effort_text, system_token=SYSTEM,
-                      calls_by_id=False, empty_arguments_line=True)
+                      calls_by_id=False, empty_arguments_line=True, json_object_section=JSON_OBJECT_SCHEMA_SECTION)
 
 
 class DeepSeekV41Family(DeepSeekFamily):

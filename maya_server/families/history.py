@@ -4,7 +4,8 @@ Templates receive OpenAI-style dicts: tools as `{"type": "function",
 "function": {...}}`, tool-call arguments as parsed objects, developer messages
 only where the family knows them. These helpers produce exactly those views,
 plus the one thing templates know nothing about: `extra_system`, the server's
-own instructions.
+own instructions, and Maya's wording of the structured output asked for
+(`output_instructions`) for families whose makers have none of their own.
 
 Placement of `extra_system`: the texts are joined with blank lines and appended,
 after a blank line, to a system (or developer) message that opens the
@@ -15,13 +16,33 @@ expects standing instructions, before any turn.
 
 from __future__ import annotations
 
-from ..neutral.conversation import Conversation, Message, TextPart, ToolCall, ToolSpec, Turn
+import orjson
+
+from ..neutral.conversation import Conversation, Message, OutputSchema, TextPart, ToolCall, ToolSpec, Turn
 from ..util.json_depth import loads_bounded
 
 
+def output_instructions(output: OutputSchema | None) -> str:
+    """Maya's system-prompt text that asks for JSON output; empty for plain text."""
+    if output is None:
+        return ""
+    if output.schema is None:
+        return "Respond with only a valid JSON object: no other text and no Markdown code fences."
+    lines = [
+        "Respond with only a JSON object that matches the JSON Schema below: "
+        "no other text and no Markdown code fences.",
+        f"Schema name: {output.name}",
+    ]
+    if output.description:
+        lines.append(f"Description: {output.description}")
+    lines.append(orjson.dumps(output.schema).decode())
+    return "\n".join(lines)
+
+
 def turns_with_extra_system(conversation: Conversation) -> tuple[Turn, ...]:
-    """The turns, with `extra_system` merged into the opening system message."""
-    extra = "\n\n".join(t for t in conversation.extra_system if t)
+    """The turns, with `extra_system` and Maya's `output_instructions` merged into the opening system message."""
+    texts = (*conversation.extra_system, output_instructions(conversation.output))
+    extra = "\n\n".join(t for t in texts if t)
     turns = conversation.turns
     if not extra:
         return turns

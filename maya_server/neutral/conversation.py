@@ -96,6 +96,16 @@ ToolChoice = Union[Literal["auto", "none", "required"], NamedToolChoice]
 
 
 @dataclass(frozen=True)
+class OutputSchema:
+    """Structured output the request asks for: a JSON object, held to `schema` when one is given (a `json_schema`
+    format; None: `json_object`). Each family asks for it in its model's own words (`families/history.py`)."""
+
+    schema: dict | None = None
+    name: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
 class Conversation:
     turns: tuple[Turn, ...]
     tools: tuple[ToolSpec, ...] = ()
@@ -103,7 +113,9 @@ class Conversation:
     reasoning_effort: ReasoningEffort | None = None
     parallel_tool_calls: bool = True
     extra_system: tuple[str, ...] = field(default=())
-    """System text the server adds (e.g. JSON-output instructions), rendered after `turns`' own system text."""
+    """System text the server adds, rendered after `turns`' own system text."""
+    output: OutputSchema | None = None
+    """The structured output asked for (None: text)."""
 
     @classmethod
     def from_request(
@@ -115,6 +127,7 @@ class Conversation:
         reasoning_effort: ReasoningEffort | None,
         parallel_tool_calls: bool | None,
         extra_system: tuple[str, ...] = (),
+        output: OutputSchema | None = None,
     ) -> "Conversation":
         """The rules both APIs share: `tool_choice:"none"` hides the tools from the model,
         and parallel calls are allowed unless the request says false."""
@@ -125,6 +138,7 @@ class Conversation:
             reasoning_effort=reasoning_effort,
             parallel_tool_calls=parallel_tool_calls is not False,
             extra_system=extra_system,
+            output=output,
         )
 
     def tool(self, name: str) -> ToolSpec | None:

@@ -32,7 +32,7 @@ from .request_items import (
     FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, InputText, MessageItem, OutputText, ReasoningItem,
 )
 from .request_tools import FunctionToolChoice
-from ..structured.formats import json_instructions
+from ..structured.formats import output_schema
 from ..util.wire import path
 from ..util.echoed import echoed
 
@@ -55,14 +55,13 @@ def to_conversation(
     choice = request.tool_choice
     tool_choice = NamedToolChoice(choice.name) if isinstance(choice, FunctionToolChoice) else choice
     tools = tuple(ToolSpec(t.name, t.description, t.parameters, bool(t.strict)) for t in request.tools)
-    extra = json_instructions(request.output_format)
     return Conversation.from_request(
         turns,
         tools=tools,
         tool_choice=tool_choice,
         reasoning_effort=request.effort,
         parallel_tool_calls=request.parallel_tool_calls,
-        extra_system=(extra,) if extra else (),
+        output=output_schema(request.output_format),
     )
 
 

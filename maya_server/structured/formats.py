@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, Sequence, Union
 
-import orjson
 from pydantic import Field, StrictBool, StrictStr
 
 from ..errors import InvalidRequestError
+from ..neutral.conversation import OutputSchema
 from ..util.validation import validate_model
 from ..util.wire import Wire, bad_value, path, tag
 from .schema_check import check_schema
@@ -58,18 +58,10 @@ def parse_format(raw: Any, prefix: Sequence[Any]) -> OutputFormat:
     return fmt
 
 
-def json_instructions(fmt: OutputFormat) -> str:
-    """The system-prompt text that asks for JSON output; empty for plain text."""
+def output_schema(fmt: OutputFormat) -> OutputSchema | None:
+    """What the neutral conversation carries of a format (None for plain text): the families word it."""
+    if isinstance(fmt, JsonSchemaFormat):
+        return OutputSchema(fmt.json_schema, fmt.name, fmt.description)
     if isinstance(fmt, JsonObjectFormat):
-        return "Respond with only a valid JSON object: no other text and no Markdown code fences."
-    if not isinstance(fmt, JsonSchemaFormat):
-        return ""
-    lines = [
-        "Respond with only a JSON object that matches the JSON Schema below: "
-        "no other text and no Markdown code fences.",
-        f"Schema name: {fmt.name}",
-    ]
-    if fmt.description:
-        lines.append(f"Description: {fmt.description}")
-    lines.append(orjson.dumps(fmt.json_schema).decode())
-    return "\n".join(lines)
+        return OutputSchema()
+    return None

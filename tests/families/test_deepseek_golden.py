@@ -18,6 +18,7 @@ pytest.importorskip("deepseek_recipe", reason="DeepSeek's toolkit has no wheel f
 
 from maya_server.chat.convert import to_conversation as chat_conversation
 from maya_server.chat.request import parse_chat_request
+from maya_server.chat.structured import parse_response_format
 from maya_server.families import get_family
 from maya_server.families.battery import BATTERY, PIXEL
 from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart, ToolResult
@@ -155,6 +156,15 @@ CHAT_BODIES: dict[str, dict] = {
         {"role": "system", "content": "A"}, {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Hey", "reasoning_content": "r"},
         {"role": "system", "content": "B"}, {"role": "user", "content": "Again"}]},
+    "json_object": {"messages": [{"role": "user", "content": "Answer in json."}],
+                    "response_format": {"type": "json_object"}},
+    "json_schema_tools_system": {
+        "messages": [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "Weather as JSON?"}],
+        "tools": [WEATHER_TOOL],
+        "response_format": {"type": "json_schema", "json_schema": {
+            "name": "weather", "description": "d", "strict": True, "schema": {
+                "type": "object", "properties": {"city": {"type": "string"}, "é": {"type": "integer"}},
+                "required": ["city", "é"], "additionalProperties": False}}}},
     "image_parts": {"messages": [{"role": "user", "content": [
         {"type": "text", "text": "What is"}, {"type": "image_url", "image_url": {"url": PIXEL}},
         {"type": "text", "text": "this?"}]}]},
@@ -172,6 +182,10 @@ RESPONSES_BODIES: dict[str, dict] = {
         {"type": "function_call_output", "call_id": "call_a", "output": "Warm"},
         {"type": "function_call_output", "call_id": "call_b", "output": "Cold"},
     ]},
+    "json_schema": {"input": "Count to three.", "text": {"format": {
+        "type": "json_schema", "name": "count", "schema": {
+            "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+            "additionalProperties": False}, "strict": True}}},
     "calls_in_id_order": {"tools": [RESPONSES_WEATHER], "input": [
         {"role": "user", "content": "Oslo and Rome?"},
         {"type": "function_call", "call_id": "call_a", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
@@ -200,7 +214,7 @@ REQUEST_DEPARTURES = {
 def _maya_conversation(api: str, body: dict) -> Conversation:
     if api == "chat":
         request, messages = parse_chat_request({**body, "model": "m"})
-        return chat_conversation(request, messages)
+        return chat_conversation(request, messages, output_format=parse_response_format(body.get("response_format")))
     return responses_conversation(parse_responses_request({**body, "model": "m"}))
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from maya_server.neutral.conversation import ImagePart, Message, NamedToolChoice, TextPart, ToolCall, ToolResult, ToolSpec
+from maya_server.neutral.conversation import (
+    ImagePart, Message, NamedToolChoice, OutputSchema, TextPart, ToolCall, ToolResult, ToolSpec,
+)
 from maya_server.errors import InvalidRequestError
 from maya_server.responses.convert import to_conversation, to_settings
 from maya_server.responses.request_items import parse_input
@@ -227,11 +229,12 @@ def test_tool_choice_none_hides_the_tools():
     assert conversation.tools == () and conversation.tool_choice == "none"
 
 
-def test_structured_output_adds_json_instructions():
+def test_structured_output_is_carried_for_the_family_to_word():
     fmt = {"type": "json_schema", "name": "count", "schema": STRICT_PARAMS, "strict": True}
-    (extra,) = to_conversation(parse(text={"format": fmt})).extra_system
-    assert "JSON" in extra and '"additionalProperties":false' in extra
-    assert to_conversation(parse()).extra_system == ()
+    output = to_conversation(parse(text={"format": fmt})).output
+    assert output == OutputSchema(STRICT_PARAMS, "count", None)
+    assert to_conversation(parse(text={"format": {"type": "json_object"}})).output == OutputSchema()
+    assert to_conversation(parse()).output is None and to_conversation(parse()).extra_system == ()
 
 
 def test_settings():

@@ -1,4 +1,4 @@
-"""`parse_format` and `json_instructions`: the one output-format parser both APIs share.
+"""`parse_format` and the instructions a format becomes: the one output-format parser both APIs share.
 
 Each API hands over the flat format object with its own prefix (`text.format`,
 `response_format`); every refusal is a 400 whose param walks from that prefix, schema keywords
@@ -13,8 +13,15 @@ import pytest
 
 from maya_server.errors import InvalidRequestError
 from maya_server.structured.formats import (
-    JsonObjectFormat, JsonSchemaFormat, TextFormat, json_instructions, parse_format,
+    JsonObjectFormat, JsonSchemaFormat, TextFormat, output_schema, parse_format,
 )
+from maya_server.families.history import output_instructions
+
+
+def json_instructions(fmt) -> str:
+    """Maya's words for a format (GLM, ChatML): the format as the conversation carries it, worded by the family."""
+    return output_instructions(output_schema(fmt))
+
 
 PREFIX = ("text", "format")
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],

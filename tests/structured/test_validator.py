@@ -7,10 +7,17 @@ import sys
 
 import pytest
 
-from maya_server.structured.formats import JsonObjectFormat, JsonSchemaFormat, TextFormat, json_instructions
+from maya_server.structured.formats import JsonObjectFormat, JsonSchemaFormat, TextFormat, output_schema
 from maya_server.structured.validator import (
     MAX_INSTANCE_DEPTH, MAX_INSTANCE_NODES, MAX_OUTPUT_BYTES, StructuredValidator,
 )
+from maya_server.families.history import output_instructions
+
+
+def json_instructions(fmt) -> str:
+    """Maya's words for a format (GLM, ChatML): the format as the conversation carries it, worded by the family."""
+    return output_instructions(output_schema(fmt))
+
 
 COUNT_SCHEMA = {
     "type": "object",
