@@ -1,4 +1,4 @@
-"""Command line: `maya` (GLM family by default) and `maya-ds4` (DeepSeek-V4.1 by default)."""
+"""Command line: `maya` (GLM family by default) and `maya-ds4` (DeepSeek: V4.1 for a V4.1 model, else V4)."""
 
 from __future__ import annotations
 
