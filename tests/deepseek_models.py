@@ -7,18 +7,21 @@
   as llama.cpp's converter writes it (`tokenizer.ggml.tokens` and `.token_type`, every id of `vocab_size`), and
   no tensors: all that Maya reads of a GGUF to choose its family. (The pinned llama.cpp cannot load V4.1's
   architecture, so no loadable V4.1 GGUF exists to read instead.)
+- `loadable_gguf(path, release)`: the same vocabulary under `tests/family_models.py`'s tiny random weights
+  (architecture `llama`), which llama-server loads: what `maya-ds4 --model` meets, end to end.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
 from tokenizers import Tokenizer
 
-from tests.families.official import extract_tokenizer, v41_tokenizer_file
+from tests.families.official import V41_VOCABULARY_CHANGES, extract_tokenizer, v41_tokenizer_file
 
 VOCAB_SIZE = 129280
 """DeepSeek-V4's and V4.1's config.json `vocab_size`."""
@@ -71,4 +74,20 @@ def vocabulary_gguf(path: Path, release: str, *, template: str | None = None) ->
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.close()
+    return path
+
+
+def loadable_gguf(path: Path, release: str) -> Path:
+    """A GGUF llama-server loads, with the release's vocabulary and no chat template (as DeepSeek ships them):
+    the converter's V4 vocabulary (`family_models`), with V4.1's changes for V4.1. Each changed token looks
+    special (`<｜…｜>`), so it stays CONTROL, as the converter writes it."""
+    from tests.family_models import _write_gguf, family_vocab
+
+    vocab = family_vocab("deepseek-v4-notemplate")
+    if release == "deepseek-v4.1":
+        tokens = list(vocab.tokens)
+        for token_id, (text, _special) in V41_VOCABULARY_CHANGES.items():
+            tokens[token_id] = text
+        vocab = replace(vocab, tokens=tokens)
+    _write_gguf(path, f"{release}-vocabulary", vocab)
     return path

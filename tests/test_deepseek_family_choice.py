@@ -209,3 +209,45 @@ def test_maya_ds4_with_force_family_serves_v4_on_a_v41_model_and_says_so(upstrea
     assert (status["family"], status["family_reason"]) == ("deepseek-v4", reason)
     assert f"maya-ds4: deepseek-v4 family ({reason})" in output
     assert "WARNING" in output and V41_BY_MODEL_TYPE in output
+
+
+# ------------------------------------------------------------------ maya-ds4 --model: a GGUF's vocabulary
+
+@pytest.fixture(scope="module")
+def v41_gguf(tmp_path_factory):
+    from tests.deepseek_models import loadable_gguf
+
+    return loadable_gguf(tmp_path_factory.mktemp("v41-gguf") / "v41.gguf", "deepseek-v4.1")
+
+
+def embedded(model: Path, *flags: str, tmp_path: Path) -> tuple[dict, str]:
+    """(/v1/status, the start-up output) of `maya-ds4 --model MODEL FLAGS` on the embedded llama-server."""
+    process, url, log = run_ds4("--model", str(model), "--ctx", "2048", "--slots", "1", "--threads", "1", *flags,
+                                tmp_path=tmp_path)
+    try:
+        status = httpx.get(url + "/v1/status").json()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    return status, log.read_text()
+
+
+@pytest.mark.slow
+@needs_v41
+def test_maya_ds4_serves_a_gguf_with_v41s_vocabulary_as_v41(v41_gguf, tmp_path):
+    status, output = embedded(v41_gguf, tmp_path=tmp_path)
+    assert (status["family"], status["family_reason"]) == ("deepseek-v4.1", V41_BY_VOCABULARY)
+    assert f"maya-ds4: deepseek-v4.1 family ({V41_BY_VOCABULARY}); context 2048 tokens" in output
+
+
+@pytest.mark.slow
+def test_maya_ds4_on_a_v41_gguf_refuses_family_deepseek_v4_and_forces_it(v41_gguf, tmp_path):
+    process, _, log = run_ds4("--model", str(v41_gguf), "--ctx", "2048", "--slots", "1", "--threads", "1",
+                              "--family", "deepseek-v4", tmp_path=tmp_path, wait=False)
+    assert process.wait(timeout=120) == 2
+    assert (f"--family deepseek-v4 contradicts the model, which is deepseek-v4.1 ({V41_BY_VOCABULARY})"
+            in log.read_text())
+    status, output = embedded(v41_gguf, "--family", "deepseek-v4", "--force-family", tmp_path=tmp_path)
+    reason = "as configured, with --force-family over the model's deepseek-v4.1"
+    assert (status["family"], status["family_reason"]) == ("deepseek-v4", reason)
+    assert f"maya-ds4: deepseek-v4 family ({reason})" in output
