@@ -1,4 +1,4 @@
-"""Command line: `maya` (GLM family by default) and `maya-ds4` (DeepSeek-V4.1 by default)."""
+"""Command line: `maya` (GLM family by default) and `maya-ds4` (DeepSeek: V4.1 for a V4.1 model, else V4)."""
 
 from __future__ import annotations
 
@@ -288,9 +288,11 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
     from .app import create_app
     from .http.protocol import serving_protocols
     from .http.shutdown import GracefulServer
-    from .engine_setup import check_chat_template, context_source, resolve_family, template_family, with_served_model
+    from .engine_setup import (
+        check_chat_template, context_source, detect_model_family, resolve_family, with_served_model,
+    )
 
-    detected = template_family(engine)
+    detected = detect_model_family(engine)
     config = with_served_model(config, engine)
     try:
         config = resolve_family(config, detected)
@@ -300,7 +302,7 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
         return 2
     app = create_app(config, engine, template_check=template_check.status())
     source = context_source(config, engine.context_size)
-    print(f"{prog}: {config.family} family ({_family_source(config, detected)}); context {engine.context_size} tokens "
+    print(f"{prog}: {config.family} family ({config.family_reason}); context {engine.context_size} tokens "
           f"per sequence ({source}), {engine.slots} at once", flush=True)
     if config.ctx is not None and engine.context_size < config.ctx:
         logging.getLogger("maya").warning("--ctx %d was asked, but the engine serves %d tokens per sequence (%s)",
@@ -313,12 +315,6 @@ def _serve(prog: str, config: ServerConfig, engine) -> int:
                             drain=app.state.drain)
     server.run()
     return 0
-
-
-def _family_source(config: ServerConfig, detected: str | None) -> str:
-    if config.family_explicit:
-        return "as configured"
-    return "from the model's chat template" if detected else "the template names none: the default"
 
 
 def main() -> None:

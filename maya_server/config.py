@@ -52,6 +52,9 @@ class ServerConfig:
     family: str = "glm"
     family_explicit: bool = True
     """Whether a flag, variable or file named the family; if not, the model's chat template decides."""
+    family_reason: str = "as configured"
+    """Why `family` is served, as start-up and `/v1/status` say it (`engine_setup.resolve_family` words it: the
+    setting, the model's chat template, its config.json `model_type` or vocabulary, or the command's default)."""
     force_family: bool = False
     """Serve `family` even when the model's chat template says otherwise."""
     template_check: str = "warn"

@@ -9,10 +9,12 @@ here that becomes a `ConfigError` naming the setting the option came from
 (`EMBEDDED_SETTINGS`, `UPSTREAM_SETTINGS`), which the CLI prints before it
 exits 2. A child that crashed while loading is an `EngineStartError` with
 its exit status, to which `crash_advice` adds what to try. The engine reports
-the chat template it read; the family it names is decided here too
-(`template_family`, `resolve_family`), against `--family`, and then checked
-against that template (`check_chat_template`, `--template-check`); so is how
-start-up words where the family and the context came from (`context_source`).
+the chat template it read, the model folder's `config.json` `model_type` and
+its vocabulary; the family they name is decided here too (`detect_model_family`,
+`resolve_family`), against `--family`, and then checked against that template
+(`check_chat_template`, `--template-check`); so is how start-up and `/v1/status`
+word why that family (`ServerConfig.family_reason`) and where the context came
+from (`context_source`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from typing import TYPE_CHECKING, Mapping
 from .config import ServerConfig
 from .engine.base import DEFAULT_CTX, Engine
 from .errors import ConfigError, EngineOptionError, EngineStartError
-from .families.detection import base_family, contradicts, family_from_template
+from .families.detection import (
+    FROM_TEMPLATE, V41_FAMILY, Detection, base_family, contradicts, detect_family, family_from_template,
+)
 from .pipeline.cache_scope import isolates
 
 log = logging.getLogger("maya")
@@ -167,21 +171,59 @@ def template_family(engine: Engine) -> str | None:
     return family_from_template(engine.chat_template)
 
 
-def resolve_family(config: ServerConfig, detected: str | None) -> ServerConfig:
-    """The config with the family to serve: the template's, unless a flag names one; a flag that
-    contradicts the template is a `ConfigError` naming both, unless `force_family` is set."""
+def detect_model_family(engine: Engine) -> Detection:
+    """The family the engine's model names and why: its chat template, else (DeepSeek-V4.1 ships none) its
+    `config.json` `model_type` or its vocabulary (`families/detection.py`)."""
+    return detect_family(engine.chat_template, engine.model_type, lambda token_id: _token_text(engine, token_id))
+
+
+def _token_text(engine: Engine, token_id: int) -> str | None:
+    """The text of one id of the engine's vocabulary; None where it has no such id (or no vocabulary of the model's
+    own: the scripted engine's grows as it reads)."""
+    if engine.name == "scripted":
+        return None
+    try:
+        return engine.tokenizer.decode([token_id]) or None
+    except Exception:  # a tokenizer may refuse an id beyond its vocabulary in its own way
+        return None
+
+
+NO_FAMILY = "the template names none: the default"
+"""The reason given when the command's default family is served."""
+
+
+def resolve_family(config: ServerConfig, detected: Detection | str | None) -> ServerConfig:
+    """The config with the family to serve and why (`family_reason`): the model's (`detected`, or a family name
+    its template gave), unless a flag names one; a flag that contradicts the model is a `ConfigError` naming
+    both, unless `force_family` is set, and serving it anyway says so.
+
+    `--family deepseek-v4` on a model whose config.json or vocabulary is V4.1's is such a contradiction, as one
+    with its template is: V4's prompt is not what V4.1 was trained on (its tool calls go unparsed), and the
+    evidence is as specific as a template's tokens; `--force-family` remains for the operator who means it."""
+    if not isinstance(detected, Detection):
+        detected = Detection(detected, FROM_TEMPLATE if detected else None)
     if not config.family_explicit:
-        if detected is None:
+        if detected.family is None:
             _warn_default_family(config)
-            return config
-        return replace(config, family=detected)
-    if contradicts(config.family, detected) and not config.force_family:
+            return replace(config, family_reason=NO_FAMILY)
+        return replace(config, family=detected.family, family_reason=detected.reason or FROM_TEMPLATE)
+    if not contradicts(config.family, detected.family):
+        return replace(config, family_reason="as configured")
+    model = _model_said(detected)
+    if not config.force_family:
         raise ConfigError(
             "family",
-            f"--family {config.family} contradicts the model's chat template, which is {detected}; "
-            f"drop --family to use {detected}, or add --force-family to serve {config.family} anyway",
+            f"--family {config.family} contradicts {model}; drop --family to use {detected.family}, "
+            f"or add --force-family to serve {config.family} anyway",
         )
-    return config
+    log.warning("serving --family %s with --force-family, though %s", config.family, model)
+    return replace(config, family_reason=f"as configured, with --force-family over the model's {detected.family}")
+
+
+def _model_said(detected: Detection) -> str:
+    if detected.reason in (None, FROM_TEMPLATE):
+        return f"the model's chat template, which is {detected.family}"
+    return f"the model, which is {detected.family} ({detected.reason})"
 
 
 DEFAULT_FAMILY_OTHERS = {
@@ -222,6 +264,11 @@ def context_source(config: ServerConfig, served: int) -> str:
     return "the engine's own"
 
 
+V4_TEMPLATE_ON_V41 = ("the model carries DeepSeek-V4's chat template, a converter's copy: DeepSeek-V4.1 ships none, "
+                      "and its own encoder, not V4's template, is the reference")
+"""Why a V4.1 model carrying V4's template is not checked against it."""
+
+
 def check_chat_template(config: ServerConfig, engine: Engine) -> TemplateCheck:
     """The start-up conformance check of the family against the engine's chat template (`--template-check`):
     a difference is a WARNING, or with `fatal` a `ConfigError` naming the setting (exit 2)."""
@@ -230,6 +277,8 @@ def check_chat_template(config: ServerConfig, engine: Engine) -> TemplateCheck:
 
     if config.template_check == "off":
         return TemplateCheck("off", config.family, detail="--template-check off")
+    if config.family == V41_FAMILY and family_from_template(engine.chat_template) == "deepseek-v4":
+        return TemplateCheck("skipped", config.family, detail=V4_TEMPLATE_ON_V41)
     report = check_template(config.family, get_family(config.family), engine.chat_template, engine.tokenizer)
     if report.failed and config.template_check == "fatal":
         raise ConfigError("template_check", f"{report.message()} (--template-check warn serves it anyway)")

@@ -14,7 +14,7 @@ import httpx
 from maya_server.config import ServerConfig, default_model_path
 from maya_server.engine.llama_server.child import BASE_URL
 from maya_server.engine.llama_server.engine import LlamaCppEngine
-from maya_server.engine_setup import create_engine, resolve_family, template_family
+from maya_server.engine_setup import create_engine, detect_model_family, resolve_family
 
 from tests.llama_server import free_port
 from tests.server import RunningServer, wait_for
@@ -34,7 +34,7 @@ def embedded_server(**overrides) -> Iterator[RunningServer]:
     config = embedded_config(**overrides)
     engine = create_engine(config)
     try:
-        server = RunningServer(resolve_family(config, template_family(engine)), engine)
+        server = RunningServer(resolve_family(config, detect_model_family(engine)), engine)
         try:
             yield server
         finally:

@@ -160,6 +160,10 @@ class Engine(ABC):
     """The chat template the engine read from its model (a GGUF's, a model directory's, an upstream's `/props`),
     as text; None when it has none. The engine only reports it: which family it names is decided at the edge
     (`engine_setup.template_family`)."""
+    model_type: str | None = None
+    """The `model_type` of the model folder's `config.json` (`--tokenizer DIR`), None without one: with the
+    vocabulary, what tells a model whose template cannot (DeepSeek-V4.1 ships none) at the edge
+    (`engine_setup.detect_model_family`)."""
     accepts_images: bool = False
     """Whether `generate` takes `Generation.images` (llama-server with a multimodal projector)."""
     images_refusal: str = "this engine takes text prompts only"

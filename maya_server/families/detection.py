@@ -17,9 +17,22 @@ GLM's templates differ between releases in what the prompt says about tools
 GLM-5.2 adds a reasoning-effort line, GLM-5.3 a `Low` level and tool results
 sorted into call order, which is also how its template is told from 5.2's), so a GLM template also names its
 variant (`GLM_VARIANTS`), and the prompt is the one the model was trained on.
+
+DeepSeek-V4.1 ships no chat template (a GGUF or model folder of it carries
+none, or V4's), so its template cannot tell it from V4. Two facts of the model
+can (`detect_family`): its `config.json` `model_type` (`deepseek_v41`, where a
+model folder is given) and its vocabulary, which put `<｜System｜>` at 128799
+and `<｜deepseek_image｜>` at 129264 where V4 has placeholders and `<｜image2｜>`
+(`V41_VOCABULARY`). Either makes a model with no template, or with V4's, a
+`deepseek-v4.1` one; a template of another family still wins (a fine-tune that
+kept V4.1's vocabulary but was trained on, say, ChatML). Each answer says why
+(`Detection.reason`), for start-up and `/v1/status`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 _MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("glm", ("[gMASK]", "<|observation|>")),
@@ -34,6 +47,48 @@ GLM_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("glm-4.7", ("tool | tojson",)),
 )
 """What each GLM template variant writes, checked in this order; a GLM template with none of them is `glm`."""
+
+
+V41_FAMILY = "deepseek-v4.1"
+V41_MODEL_TYPE = "deepseek_v41"
+"""DeepSeek-V4.1's `config.json` `model_type`."""
+V41_VOCABULARY: tuple[tuple[int, str], ...] = ((128799, "<｜System｜>"), (129264, "<｜deepseek_image｜>"))
+"""The tokens DeepSeek-V4.1's vocabulary has where V4's has others (`<｜place▁holder▁no▁799｜>`, `<｜image2｜>`):
+(id, text). A vocabulary with both is V4.1's."""
+FROM_TEMPLATE = "from the model's chat template"
+"""The reason given for a family its chat template names."""
+V41_TEMPLATES = (None, "deepseek-v4")
+"""What a V4.1 model's chat template may name: nothing (DeepSeek ships none), or V4 (a converter's copy)."""
+
+
+@dataclass(frozen=True)
+class Detection:
+    """The family a model names (None: nothing Maya recognises) and why, as start-up and `/v1/status` say it."""
+
+    family: str | None
+    reason: str | None = None
+
+
+def detect_family(template: str | None, model_type: str | None = None,
+                  token_text: Callable[[int], str | None] | None = None) -> Detection:
+    """The model's family from its chat template, its `config.json` `model_type` and its vocabulary
+    (`token_text`: an id's text, None where the vocabulary has no such id): `deepseek-v4.1` where the template
+    names none or V4 and the model type or vocabulary is V4.1's, else the template's."""
+    from_template = family_from_template(template)
+    if from_template in V41_TEMPLATES:
+        why = v41_evidence(model_type, token_text)
+        if why is not None:
+            return Detection(V41_FAMILY, why)
+    return Detection(from_template, FROM_TEMPLATE if from_template else None)
+
+
+def v41_evidence(model_type: str | None, token_text: Callable[[int], str | None] | None) -> str | None:
+    """Why the model is DeepSeek-V4.1 (its `config.json` model type, else its vocabulary), or None."""
+    if model_type == V41_MODEL_TYPE:
+        return f"config.json model_type {V41_MODEL_TYPE}"
+    if token_text is not None and all(token_text(token_id) == text for token_id, text in V41_VOCABULARY):
+        return "vocabulary: " + ", ".join(f"{text} at {token_id}" for token_id, text in V41_VOCABULARY)
+    return None
 
 
 def family_from_template(template: str | None) -> str | None:

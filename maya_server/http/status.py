@@ -47,6 +47,7 @@ def status_router(
         body = {
             "model": model_id,
             "family": config.family,
+            "family_reason": config.family_reason,
             "engine": service.engine.describe(),
             "context_size": service.engine.context_size,
             "queue": service.queue.describe(),

@@ -9,8 +9,9 @@ exact for every GGUF llama.cpp loads), Maya places the control tokens by id and
 decodes generated ids with the GGUF's own vocabulary; a start-up self-check
 holds both against llama-server's `/tokenize`. The engine reports the GGUF's
 own `tokenizer.chat_template` as its `chat_template` (llama-server's `/props`
-would report its ChatML fallback for a file without one); the edge decides the
-family from it. The child process itself (private socket,
+would report its ChatML fallback for a file without one) and, with `--tokenizer
+DIR`, that folder's `config.json` `model_type`; the edge decides the family from
+them and the vocabulary. The child process itself (private socket,
 restarts, no orphans) is `llama_server/child.py`.
 
 Which llama-server: the one Maya builds (`llama_server/build.py`, with the GPU
@@ -49,6 +50,7 @@ from ...errors import EngineOptionError, UnsupportedVocabulary, UpstreamError
 from ...model.gguf_metadata import read_gguf_metadata, training_context
 from ...model.gguf_vocabulary import GgufVocabulary
 from ...model.hf_tokenizer import HfTokenizer
+from ...model.model_config import model_type_from_dir
 from ...model.tokenizer import Tokenizer
 from ..base import DEFAULT_CTX
 from ..defaults import CACHE_RAM_MIB, READ_TIMEOUT_S, TOKENIZE_CACHE_MIB, TOKENIZE_TIMEOUT_S
@@ -164,6 +166,7 @@ class LlamaCppEngine(UpstreamEngine):
             engine = cls(process, tokenizer, info, read_timeout=options.read_timeout,
                          chat_template=_text(metadata.get("tokenizer.chat_template")))
             engine.image_tokens = image_tokens
+            engine.model_type = model_type_from_dir(options.tokenizer_dir)
             if engine.blocking_tokenizer:  # llama-server's own tokenizer; a tokenizer_dir's may normalize text
                 engine.max_token_bytes = vocabulary.max_token_bytes()
             engine.devices, engine.build, engine.layers = devices, build, layers

@@ -79,6 +79,7 @@ class ReplicaSetEngine(Engine):
         self.replicas = replicas
         self.tokenizer = first.tokenizer
         self.chat_template = first.chat_template
+        self.model_type = first.model_type
         self.context_size = min(r.engine.context_size for r in replicas)
         self.slots = sum(r.engine.slots for r in replicas)
         self.accepts_images = all(r.engine.accepts_images for r in replicas)

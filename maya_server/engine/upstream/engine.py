@@ -43,6 +43,7 @@ import orjson
 
 from ...errors import EngineError, EngineOptionError, UpstreamError, UpstreamRejected, UpstreamUnavailable
 from ...model.chat_template import template_from_model_dir
+from ...model.model_config import model_type_from_dir
 from ...model.hf_tokenizer import HfTokenizer
 from ...model.tokenizer import Tokenizer
 from ..base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
@@ -132,7 +133,7 @@ class UpstreamEngine(Engine):
     def connect(cls, options: UpstreamOptions) -> "UpstreamEngine":
         """Load the tokenizer and meet the upstream; any failure is a one-line `EngineOptionError` naming the option
         (`tokenizer_dir`, `url`) whose value failed. The engine reports the chat template it finds (the model
-        directory's, else the upstream's `/props`) as `chat_template`."""
+        directory's, else the upstream's `/props`) as `chat_template`, and its `config.json` `model_type`."""
         try:
             tokenizer = HfTokenizer.from_model_dir(options.tokenizer_dir)
         except Exception as exc:  # tokenizers raises its own exception types for a malformed file
@@ -167,6 +168,7 @@ class UpstreamEngine(Engine):
         engine.image_tokens = image_tokens
         engine.health.checked(True)
         engine.chat_template = template_from_model_dir(options.tokenizer_dir) or info.chat_template
+        engine.model_type = model_type_from_dir(options.tokenizer_dir)
         log.info("upstream %s (%s) at %s: %d slots, context %d",
                  info.model, info.kind, engine.health.url, engine.slots, engine.context_size)
         return engine
