@@ -35,7 +35,7 @@ from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, To
 from ..images.limits import ImageLimits
 from ..images.loader import ImageLoader
 from ..neutral.events import (
-    Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted, Usage,
+    Failed, Finished, PipelineEvent, PromptProgress, RawOutput, ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted, Usage,
 )
 from ..metrics import Metrics
 from ..model.spelling import respelled
@@ -205,7 +205,10 @@ class GenerationService:
         `run` releases it; a caller that never runs it releases it itself."""
         return self.queue.admit(bounded=bounded)
 
-    async def run(self, prepared: PreparedGeneration, admission: Admission) -> AsyncIterator[PipelineEvent]:
+    async def run(self, prepared: PreparedGeneration, admission: Admission, *,
+                  raw_output: bool = False) -> AsyncIterator[PipelineEvent]:
+        """The generation's events; `raw_output`: with a `RawOutput` before the events each piece of the model's
+        text made (a background task's log keeps them, to write a cut turn back as the model wrote it)."""
         generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
                                 report_progress=prepared.report_progress, images=prepared.images,
                                 image_positions=prepared.image_positions, cache_salt=cache_salt(prepared.cache_scope))
@@ -220,6 +223,9 @@ class GenerationService:
         if prepared.primer:  # published before the cut: only the parser's and the policy's states move on
             for event in state.parser.feed(prepared.primer):
                 state.policy.check(event)
+        if raw_output:
+            state.parser.record_raw()
+            state.raw_output = True
         events = self._generate(state)
         try:
             await admission.wait()
@@ -253,6 +259,8 @@ class GenerationService:
                     awaiting_first = False
                 state.generated_ids.append(token.id)
                 events = state.parser.feed(state.stops.feed(token.text))
+                if state.raw_output:
+                    events = _with_raw(events, state.parser.take_raw())
                 for event in events:
                     if isinstance(event, ReasoningDelta):
                         state.reasoning_tokens += 1
@@ -326,6 +334,24 @@ class GenerationService:
         self.metrics.generations.labels(state.finish_reason).inc()
 
 
+def _with_raw(events: list[PipelineEvent], pieces: list[tuple[int, str, bool]]) -> list[PipelineEvent]:
+    """`events` with each raw piece (`StreamParser.take_raw`) as a `RawOutput` before the first event it made."""
+    if not pieces:
+        return events
+    merged: list[PipelineEvent] = []
+    pieces_at = iter(pieces)
+    piece = next(pieces_at, None)
+    for position, event in enumerate(events):
+        while piece is not None and piece[0] <= position:
+            merged.append(RawOutput(piece[1], piece[2]))
+            piece = next(pieces_at, None)
+        merged.append(event)
+    while piece is not None:
+        merged.append(RawOutput(piece[1], piece[2]))
+        piece = next(pieces_at, None)
+    return merged
+
+
 @dataclass
 class _RunState:
     generation: Generation
@@ -342,6 +368,8 @@ class _RunState:
     calls: dict[int, list[str]] = field(default_factory=dict)
     continued_tokens: int = 0
     """A continued turn's tokens written before the cut (`PreparedGeneration.continued_tokens`)."""
+    raw_output: bool = False
+    """Whether the parser's raw pieces are published as `RawOutput` events (`GenerationService.run`)."""
     ended_by_pipeline: bool = False
     """The pipeline ended the turn (a stop string, the tool policy) and closed the engine, whose own record
     then says `cancelled`: the turn's outcome is `stop`."""

@@ -36,5 +36,5 @@ async def in_worker(service: GenerationService, conversation: Conversation, sett
         except MayaError as exc:
             yield Failed(exc, Usage(0, 0, 0, 0))
             return
-    async for event in service.run(prepared, service.admit(bounded=False)):
+    async for event in service.run(prepared, service.admit(bounded=False), raw_output=True):
         yield event
