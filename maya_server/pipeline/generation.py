@@ -35,7 +35,8 @@ from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, To
 from ..images.limits import ImageLimits
 from ..images.loader import ImageLoader
 from ..neutral.events import (
-    Failed, Finished, PipelineEvent, PromptProgress, RawOutput, ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted, Usage,
+    Failed, Finished, PipelineEvent, PromptProgress, RawOutput, ReasoningDelta, TextDelta, ToolCallFinished,
+    ToolCallStarted, Usage,
 )
 from ..metrics import Metrics
 from ..model.spelling import respelled

@@ -19,8 +19,8 @@ from typing import Any, Awaitable, Callable
 from ..errors import MayaError
 from ..neutral.conversation import PartialItem, PartialTurn
 from ..neutral.events import (
-    Failed, Finished, PipelineEvent, RawOutput, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
-    ToolCallInvalid, ToolCallStarted, Usage,
+    Failed, Finished, PipelineEvent, RawOutput, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta,
+    ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
 from .envelope import response_envelope
 from .request import ResponsesRequest

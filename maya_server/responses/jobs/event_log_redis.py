@@ -235,7 +235,8 @@ class JobLogs:
 
     async def everything(self, job_id: str) -> list[LoggedEvent]:
         """Every event of the log, oldest first, placeholders left out, with the model's text kept with it: what a
-        replica that takes the task over continues (the log is bounded by `EVENT_COUNT` and `EVENT_BYTES`, so this is too)."""
+        replica that takes the task over continues (the log is bounded by `EVENT_COUNT` and `EVENT_BYTES`, so this
+        is too)."""
         entries = await self.link.command(lambda: self.link.client.xrange(self.key("js:", job_id)))
         return [event for _, event in decode(entries, with_raw=True)[0] if event is not None]
 

@@ -275,7 +275,8 @@ def test_kill_9_of_the_owner_inside_a_tool_call_another_replica_writes_the_call_
     assert jobs_status(b)["resumed"] == 1
     output = retrieve(b, job["id"]).json()["output"]
     assert [item["type"] for item in output] == ["reasoning", "message", "function_call"], output
-    assert output[0]["content"][0]["text"] == "I will look it up." and answer_text({"output": output}) == "Let me check."
+    assert output[0]["content"][0]["text"] == "I will look it up."
+    assert answer_text({"output": output}) == "Let me check."
     assert output[2]["name"] == "lookup" and output[2]["arguments"] == arguments
 
 
