@@ -100,7 +100,9 @@ class TaggedParser:
         self._raw = []
 
     def take_raw(self) -> list[tuple[int, str, bool]]:
-        pieces, self._raw = self._raw or [], [] if self._raw is not None else None
+        if self._raw is None:
+            return []
+        pieces, self._raw = self._raw, []
         return pieces
 
     def finish(self, reason: EndReason) -> list[ParserEvent]:

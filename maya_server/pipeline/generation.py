@@ -259,9 +259,7 @@ class GenerationService:
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                     awaiting_first = False
                 state.generated_ids.append(token.id)
-                events = state.parser.feed(state.stops.feed(token.text))
-                if state.raw_output:
-                    events = _with_raw(events, state.parser.take_raw())
+                events = _with_raw(state, state.parser.feed(state.stops.feed(token.text)))
                 for event in events:
                     if isinstance(event, ReasoningDelta):
                         state.reasoning_tokens += 1
@@ -300,8 +298,8 @@ class GenerationService:
         ended_by_limit = state.generation.stats.finish_reason == "length"
         rest: list[PipelineEvent] = []
         if not state.policy.over_limit:  # a turn ended at a call limit drops what the model wrote after it
-            tail = state.parser.feed(state.stops.flush()) if not state.stops.matched else []
-            rest = tail + state.parser.finish("length" if ended_by_limit else "stop")
+            tail = _with_raw(state, state.parser.feed(state.stops.flush())) if not state.stops.matched else []
+            rest = tail + _with_raw(state, state.parser.finish("length" if ended_by_limit else "stop"))
         events: list[PipelineEvent] = []
         for event in rest:
             failure = state.policy.check(event)
@@ -335,8 +333,10 @@ class GenerationService:
         self.metrics.generations.labels(state.finish_reason).inc()
 
 
-def _with_raw(events: list[PipelineEvent], pieces: list[tuple[int, str, bool]]) -> list[PipelineEvent]:
-    """`events` with each raw piece (`StreamParser.take_raw`) as a `RawOutput` before the first event it made."""
+def _with_raw(state: "_RunState", events: list[PipelineEvent]) -> list[PipelineEvent]:
+    """`events`, the parser's answer to one call, with each piece of text it read meanwhile (`take_raw`) as a
+    `RawOutput` before the first event the piece made, when the run publishes them (`GenerationService.run`)."""
+    pieces = state.parser.take_raw() if state.raw_output else None
     if not pieces:
         return events
     merged: list[PipelineEvent] = []

@@ -224,3 +224,19 @@ def test_without_the_model_text_glm_closes_an_empty_reasoning_before_the_answer(
     assert get_family("glm").continuation(conversation, answer_only).text == "</think>w0 w1"
     no_thinking = to_conversation(parse_responses_request({**REQUEST, "reasoning": {"effort": "none"}}))
     assert get_family("glm").continuation(no_thinking, answer_only).text == "w0 w1"  # the prompt closed it
+
+
+def test_text_the_parser_held_until_the_end_is_kept_with_the_events_the_end_made():
+    answer = "Reasoning.</think>The arrow is <"  # `<` may begin a tag: it is read only when the output ends
+    boundaries: list[int] = []
+    whole, events, raw = whole_run("glm", answer, boundaries)
+    assert whole.snapshot()["output"][1]["content"][0]["text"] == "The arrow is <"
+    assert "".join(text for pieces in raw if pieces for text, _ in pieces) == answer
+    finish = next(i for i, e in enumerate(events) if e["type"] == "response.output_text.done")
+    cuts = [cut for cut in cut_points(events, boundaries) if cut <= finish - 1 or cut >= finish + 3]
+    # Not between the text the end released and the terminal events (a replica killed while it saves the
+    # finished response): the parser primed there holds that text again and its end would publish it twice.
+    for cut in cuts:
+        assembler, _, written = resumed_at(cut, whole, events, raw, "glm", answer)
+        assert answer.startswith(written), (cut, written)
+        assert without_ids(assembler.snapshot()["output"]) == without_ids(whole.snapshot()["output"]), cut
