@@ -50,8 +50,9 @@ class Family(Protocol):
         """The prompt the model's official template produces, ending with the assistant's generation prompt."""
 
     def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
-        """What the model had written of a turn cut short, to follow `render(conversation)` (`continuation.py`);
-        `EngineError` when this family cannot write it back."""
+        """What the model had written of a turn cut short, to follow `render(conversation)` (`continuation.py`):
+        the model's own text when the task's log kept it (`continuation.written_back`, the same for every family),
+        else the items in the family's syntax; `EngineError` when this family cannot write those back."""
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
         """A fresh incremental parser for one generation of `conversation`.
