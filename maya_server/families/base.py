@@ -32,6 +32,14 @@ class StreamParser(Protocol):
     def finish(self, reason: EndReason) -> list[ParserEvent]:
         """The stream ended: by end-of-turn (`stop`) or by the output limit (`length`)."""
 
+    def record_raw(self) -> None:
+        """From now on, keep each piece of text read (for `take_raw`): a background task logs the model's own
+        text, so that a turn cut short is written back as the model wrote it (`continuation.py`)."""
+
+    def take_raw(self) -> list[tuple[int, str, bool]]:
+        """The pieces read since the last call, once `record_raw` was called: (how many of the events returned
+        since the last call came before the piece, its text, whether it was read as a tag)."""
+
 
 class Family(Protocol):
     name: str
@@ -42,8 +50,9 @@ class Family(Protocol):
         """The prompt the model's official template produces, ending with the assistant's generation prompt."""
 
     def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
-        """What the model had written of a turn cut short, to follow `render(conversation)` (`continuation.py`);
-        `EngineError` when this family cannot write it back."""
+        """What the model had written of a turn cut short, to follow `render(conversation)` (`continuation.py`):
+        the model's own text when the task's log kept it (`continuation.written_back`, the same for every family),
+        else the items in the family's syntax; `EngineError` when this family cannot write those back."""
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
         """A fresh incremental parser for one generation of `conversation`.

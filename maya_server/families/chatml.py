@@ -29,6 +29,7 @@ from ..neutral.conversation import Conversation, ImagePart, Message, Part, Parti
 from ..model.tokenizer import Prompt, PromptBuilder
 from .base import StreamParser
 from .call_events import json_text
+from .continuation import written_back
 from .control_text import ControlVocabulary
 from .hermes_parser import CALL_OPEN, HermesCallReader
 from .history import call_arguments, is_system, is_user, openai_tool_dict, thinking_enabled, turns_with_extra_system
@@ -72,9 +73,12 @@ class ChatmlFamily:
         return builder.build()
 
     def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
-        """The cut turn as the model writes it: `<think>\\n` reasoning (`\\n</think>\\n\\n` once closed), the
-        answer, then each call as `<tool_call>\\n{"name": …, "arguments": ` and its arguments so far (`}\\n</tool_call>`
-        once complete)."""
+        """The cut turn as the model wrote it, when its log kept the model's text (`continuation.written_back`); else
+        as the model writes it: `<think>\\n` reasoning (`\\n</think>\\n\\n` once closed), the answer, then each call
+        as `<tool_call>\\n{"name": …, "arguments": ` and its arguments so far (`}\\n</tool_call>` once complete)."""
+        written = written_back(partial)
+        if written is not None:
+            return written
         builder = PromptBuilder()
         for position, item in enumerate(partial.items):
             if item.kind == "reasoning":

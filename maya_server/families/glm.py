@@ -126,7 +126,7 @@ class GlmFamily:
         return builder.build()
 
     def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
-        return think_first(partial, self.name)
+        return think_first(partial, self.name, in_reasoning=self.thinks(conversation))
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
         return TaggedParser(

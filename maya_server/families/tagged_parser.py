@@ -90,14 +90,26 @@ class TaggedParser:
         self._mode = _Mode.REASONING if in_reasoning else _Mode.TEXT
         self._reader: CallReader | None = None
         self._fresh = not in_reasoning
+        self._raw: list[tuple[int, str, bool]] | None = None
+        """The pieces read since `take_raw` (`StreamParser.take_raw`); None until `record_raw`."""
 
     def feed(self, text: str) -> list[ParserEvent]:
         self._scanner.push(text)
         self._drain()
         return self._take_events()
 
+    def record_raw(self) -> None:
+        self._raw = []
+
+    def take_raw(self) -> list[tuple[int, str, bool]]:
+        if self._raw is None:
+            return []
+        pieces, self._raw = self._raw, []
+        return pieces
+
     def finish(self, reason: EndReason) -> list[ParserEvent]:
         rest = self._scanner.drain()
+        self._note_raw(rest, False)
         if self._mode is _Mode.CALL:
             self._reader.on_end(reason)  # `rest` is a cut-off tag; the call fails either way
         else:
@@ -109,10 +121,16 @@ class TaggedParser:
     def _drain(self) -> None:
         while True:
             text, tag = self._scanner.next(self._tags())
+            self._note_raw(text, False)
             self._route_text(text)
             if tag is None:
                 return
+            self._note_raw(tag, True)
             self._route_tag(tag)
+
+    def _note_raw(self, text: str, tag: bool) -> None:
+        if self._raw is not None and text:
+            self._raw.append((len(self._events), text, tag))
 
     def _tags(self) -> tuple[str, ...]:
         if self._mode is _Mode.REASONING:

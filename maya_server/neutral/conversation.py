@@ -168,3 +168,7 @@ class PartialTurn:
     it after the generation prompt as the model wrote it (`Family.continuation`), and the model writes the rest."""
 
     items: tuple[PartialItem, ...] = ()
+    raw: tuple[tuple[str, bool], ...] | None = None
+    """The model's own text of the turn as far as it was published, in pieces (text, whether the parser read it as
+    a tag): what is written back, byte for byte, whatever the family. None when the log kept no such text (a task
+    logged by a replica older than this one): the family then writes the items back in its own syntax."""

@@ -2,6 +2,7 @@
 
     ParserEvent     what a family's parser makes of the model's text (text, reasoning, tool calls)
     PromptProgress  how far the engine is through the prompt (only when progress was asked for)
+    RawOutput       the model's own text as the parser read it (only when asked: a background task's log keeps it)
     Finished        the turn ended as a success: why, and the tokens it took
     Failed          the turn cannot be published as a success: the error, and the tokens it took
     PipelineEvent   any of them: what `GenerationService.run` yields, ending in one Finished or Failed
@@ -123,7 +124,18 @@ class Failed:
     usage: Usage
 
 
-PipelineEvent = Union[ParserEvent, PromptProgress, Finished, Failed]
+@dataclass(frozen=True)
+class RawOutput:
+    """A piece of the model's text as the parser read it, before the events it made: `tag` when the parser read
+    it as one of its tags (`</think>`, `<tool_call>`, a DSML tag), else plain text. A background task's log keeps
+    these with its events, so that a replica taking the task over writes the cut turn back exactly as the model
+    wrote it (`families/continuation.py`), whatever the family's syntax; nothing is published from them."""
+
+    text: str
+    tag: bool
+
+
+PipelineEvent = Union[ParserEvent, PromptProgress, RawOutput, Finished, Failed]
 
 
 @dataclass(frozen=True)

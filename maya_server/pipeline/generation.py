@@ -36,7 +36,8 @@ from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, To
 from ..images.limits import ImageLimits
 from ..images.loader import ImageLoader
 from ..neutral.events import (
-    Failed, Finished, PipelineEvent, PromptProgress, ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted, Usage,
+    Failed, Finished, PipelineEvent, PromptProgress, RawOutput, ReasoningDelta, TextDelta, ToolCallFinished,
+    ToolCallStarted, Usage,
 )
 from ..metrics import Metrics
 from ..model.spelling import respelled
@@ -211,7 +212,10 @@ class GenerationService:
         `run` releases it; a caller that never runs it releases it itself."""
         return self.queue.admit(bounded=bounded)
 
-    async def run(self, prepared: PreparedGeneration, admission: Admission) -> AsyncIterator[PipelineEvent]:
+    async def run(self, prepared: PreparedGeneration, admission: Admission, *,
+                  raw_output: bool = False) -> AsyncIterator[PipelineEvent]:
+        """The generation's events; `raw_output`: with a `RawOutput` before the events each piece of the model's
+        text made (a background task's log keeps them, to write a cut turn back as the model wrote it)."""
         generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
                                 report_progress=prepared.report_progress, images=prepared.images,
                                 image_positions=prepared.image_positions, cache_salt=cache_salt(prepared.cache_scope))
@@ -226,6 +230,9 @@ class GenerationService:
         if prepared.primer:  # published before the cut: only the parser's and the policy's states move on
             for event in state.parser.feed(prepared.primer):
                 state.policy.check(event)
+        if raw_output:
+            state.parser.record_raw()
+            state.raw_output = True
         events = self._generate(state)
         try:
             await admission.wait()
@@ -258,7 +265,7 @@ class GenerationService:
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                     awaiting_first = False
                 state.generated_ids.append(token.id)
-                events = state.parser.feed(state.stops.feed(token.text))
+                events = _with_raw(state, state.parser.feed(state.stops.feed(token.text)))
                 for event in events:
                     if isinstance(event, ReasoningDelta):
                         state.reasoning_tokens += 1
@@ -297,8 +304,8 @@ class GenerationService:
         ended_by_limit = state.generation.stats.finish_reason == "length"
         rest: list[PipelineEvent] = []
         if not state.policy.over_limit:  # a turn ended at a call limit drops what the model wrote after it
-            tail = state.parser.feed(state.stops.flush()) if not state.stops.matched else []
-            rest = tail + state.parser.finish("length" if ended_by_limit else "stop")
+            tail = _with_raw(state, state.parser.feed(state.stops.flush())) if not state.stops.matched else []
+            rest = tail + _with_raw(state, state.parser.finish("length" if ended_by_limit else "stop"))
         events: list[PipelineEvent] = []
         for event in rest:
             failure = state.policy.check(event)
@@ -332,6 +339,26 @@ class GenerationService:
         self.metrics.generations.labels(state.finish_reason).inc()
 
 
+def _with_raw(state: "_RunState", events: list[PipelineEvent]) -> list[PipelineEvent]:
+    """`events`, the parser's answer to one call, with each piece of text it read meanwhile (`take_raw`) as a
+    `RawOutput` before the first event the piece made, when the run publishes them (`GenerationService.run`)."""
+    pieces = state.parser.take_raw() if state.raw_output else None
+    if not pieces:
+        return events
+    merged: list[PipelineEvent] = []
+    pieces_at = iter(pieces)
+    piece = next(pieces_at, None)
+    for position, event in enumerate(events):
+        while piece is not None and piece[0] <= position:
+            merged.append(RawOutput(piece[1], piece[2]))
+            piece = next(pieces_at, None)
+        merged.append(event)
+    while piece is not None:
+        merged.append(RawOutput(piece[1], piece[2]))
+        piece = next(pieces_at, None)
+    return merged
+
+
 @dataclass
 class _RunState:
     generation: Generation
@@ -348,6 +375,8 @@ class _RunState:
     calls: dict[int, list[str]] = field(default_factory=dict)
     continued_tokens: int = 0
     """A continued turn's tokens written before the cut (`PreparedGeneration.continued_tokens`)."""
+    raw_output: bool = False
+    """Whether the parser's raw pieces are published as `RawOutput` events (`GenerationService.run`)."""
     ended_by_pipeline: bool = False
     """The pipeline ended the turn (a stop string, the tool policy) and closed the engine, whose own record
     then says `cancelled`: the turn's outcome is `stop`."""

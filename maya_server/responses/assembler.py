@@ -19,8 +19,8 @@ from typing import Any, Awaitable, Callable
 from ..errors import MayaError
 from ..neutral.conversation import PartialItem, PartialTurn
 from ..neutral.events import (
-    Failed, Finished, PipelineEvent, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
-    ToolCallInvalid, ToolCallStarted, Usage,
+    Failed, Finished, PipelineEvent, RawOutput, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta,
+    ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
 from .envelope import response_envelope
 from .request import ResponsesRequest
@@ -93,6 +93,13 @@ class ResponseAssembler:
         self.error: dict | None = None
         self.incomplete_details: dict | None = None
         self.completed_at: int | None = None
+        self.keeps_raw = False
+        """Whether the model's own text (`RawOutput`) is kept with the events it made, for a log that lets another
+        replica take the task over (`take_raw`); set by that log's maker."""
+        self._raw_pending: list[tuple[str, bool]] = []
+        self._raw_of_event: dict[int, list[tuple[str, bool]]] = {}
+        self._raw: list[tuple[str, bool]] | None = None
+        """The turn's raw text as its log holds it, once restored from a log that kept it (`partial_turn`)."""
 
     # -- the whole object -------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -152,6 +159,23 @@ class ResponseAssembler:
         return self.on_event(event)
 
     def on_event(self, event: PipelineEvent) -> list[dict]:
+        if isinstance(event, RawOutput):
+            if self.keeps_raw:
+                self._raw_pending.append((event.text, event.tag))
+            return []
+        events = self._published(event)
+        if self._raw_pending and events:  # the text read so far goes with the first event it made, never before
+            self._raw_of_event[events[0]["sequence_number"]] = self._raw_pending
+            self._raw_pending = []
+        return events
+
+    def take_raw(self, sequence: int) -> list[tuple[str, bool]] | None:
+        """The model's text read before the event numbered `sequence` was made, since the previous such event (None:
+        none), once: the log that keeps it writes it with that event, so that the text in the log never runs ahead
+        of the events it made (`keeps_raw`)."""
+        return self._raw_of_event.pop(sequence, None)
+
+    def _published(self, event: PipelineEvent) -> list[dict]:
         if isinstance(event, ReasoningDelta):
             return self._text_delta("reasoning", event.text)
         if isinstance(event, TextDelta):
@@ -177,15 +201,19 @@ class ResponseAssembler:
         return []
 
     # -- a task taken over ------------------------------------------------------------
-    def restore(self, snapshot: dict, events: list[dict]) -> None:
+    def restore(self, snapshot: dict, events: list[dict], raw: list[list | None] | None = None) -> None:
         """Stand where a background response taken over from another replica stood: its creation time and state
         from its record's snapshot, its items (ids, text so far, which is open) from its published events. The
-        log numbers what follows (`jobs/redis_lua.py`), so the sequence goes on from the last event here."""
+        log numbers what follows (`jobs/redis_lua.py`), so the sequence goes on from the last event here.
+        `raw`: the model's text the log kept with each event (`take_raw`), when it kept any: the turn is then
+        written back from it (`partial_turn`)."""
         self.created_at = snapshot["created_at"]
         self.status = snapshot["status"]
         for event in events:
             self._replay(event)
             self._sequence = max(self._sequence, event["sequence_number"] + 1)
+        if raw is not None and any(raw):
+            self._raw = [(text, bool(tag)) for pieces in raw if pieces for text, tag in pieces]
 
     def _replay(self, event: dict) -> None:
         kind = event["type"]
@@ -212,7 +240,8 @@ class ResponseAssembler:
         """The assistant's turn as published so far, for the model to continue."""
         kinds = {"reasoning": "reasoning", "message": "text", "function_call": "call"}
         return PartialTurn(tuple(PartialItem(kinds[item.kind], "".join(item.text), item.status != "in_progress",
-                                             item.name) for item in self._items))
+                                             item.name) for item in self._items),
+                           raw=tuple(self._raw) if self._raw is not None else None)
 
     def reserve_sequence(self) -> int:
         """A sequence number for an event outside this response's own stream (a reader's error)."""

@@ -7,7 +7,8 @@ again here). Here the
 request is validated again, converted against that history (never looking `previous_response_id` up again), its
 response assembler stands where the log says the task stood (`ResponseAssembler.restore`), and its worker
 continues: a queued task starts from the beginning; a task in progress continues its published output, written
-after the prompt as the assistant's partial turn (`Family.continuation`), its events numbered after the log's.
+after the prompt as the assistant's partial turn (`Family.continuation`) from the model's own text that the log
+kept with the events (`PartialTurn.raw`, byte for byte, whatever the family), its events numbered after the log's.
 
 What resumption can change: the text after the cut is sampled anew, so it differs from what the stopped replica
 would have written, as any sampling does (with `temperature: 0` it is the same text, unless the engine is
@@ -58,7 +59,8 @@ class Resumer:
             self.service.check_images(conversation)
             assembler = ResponseAssembler(body, model=self.model_name, response_id=claimed.id,
                                           on_finish=turn.save if body.stored else None, on_unsaved=turn.not_saved)
-            assembler.restore(orjson.loads(claimed.snapshot), [orjson.loads(event.json) for event in claimed.events])
+            assembler.restore(orjson.loads(claimed.snapshot), [orjson.loads(event.json) for event in claimed.events],
+                              [event.raw for event in claimed.events])
             partial = assembler.partial_turn() if claimed.state == "in_progress" else None
             gate = publish_gate(conversation, body.output_format)
             keep = lambda images: self.jobs.keep_images(claimed.id, images)  # noqa: E731
@@ -66,6 +68,9 @@ class Resumer:
                                                partial, keep), gate)
             job = Job(claimed.id, owner, assembler, new_log(claimed.id, assembler), generate, turn, claimed.history,
                       request=claimed.request, prior_count=claimed.prior_count)
+            if partial is not None and partial.items and partial.raw is None:
+                assembler.keeps_raw = False  # a log without the model's text (an older replica's) stays without it
+
         except BaseException:
             turn.release()
             raise

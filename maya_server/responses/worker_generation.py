@@ -20,8 +20,8 @@ async def in_worker(service: GenerationService, conversation: Conversation, sett
                     prepared: PreparedGeneration | None, owner: str, partial: PartialTurn | None = None,
                     keep_images: Callable[[list[bytes]], Awaitable[None]] | None = None,
                     ) -> AsyncIterator[PipelineEvent]:
-    """The task's pipeline events; `partial`: the assistant's turn published before it was taken over, which
-    the model continues; `keep_images`: where the images go once loaded, for a replica that may take the task
+    """The task's pipeline events, with the model's own text (`RawOutput`) for a log that lets another replica take
+    the task over; `partial`: the assistant's turn published before it was taken over, which the model continues; `keep_images`: where the images go once loaded, for a replica that may take the task
     over (a store that cannot take them only means that replica fetches them again)."""
     if prepared is None:
         try:
@@ -36,5 +36,5 @@ async def in_worker(service: GenerationService, conversation: Conversation, sett
         except MayaError as exc:
             yield Failed(exc, Usage(0, 0, 0, 0))
             return
-    async for event in service.run(prepared, service.admit(bounded=False)):
+    async for event in service.run(prepared, service.admit(bounded=False), raw_output=True):
         yield event

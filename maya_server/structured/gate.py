@@ -19,7 +19,7 @@ from typing import AsyncIterator
 
 from ..errors import StructuredOutputError
 from ..neutral.conversation import Conversation
-from ..neutral.events import Failed, Finished, PipelineEvent, TextDelta, ToolCallFinished, ToolCallStarted
+from ..neutral.events import Failed, Finished, PipelineEvent, RawOutput, TextDelta, ToolCallFinished, ToolCallStarted
 from .formats import OutputFormat
 from .validator import MAX_OUTPUT_BYTES, StructuredValidator
 
@@ -60,8 +60,8 @@ class PublishGate:
             return [event]
         if isinstance(event, Finished):
             return self._release(event)
-        if isinstance(event, Failed):
-            return [event]
+        if isinstance(event, (Failed, RawOutput)):  # the model's text publishes nothing: the log keeps it with the
+            return [event]                           # first event released after it, and it costs no budget here
         if self._overflowed:
             return []
         self._hold(event)

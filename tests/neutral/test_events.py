@@ -16,7 +16,7 @@ from maya_server.errors import EngineError
 from maya_server.neutral import events
 from maya_server.neutral.events import (
     Failed, Finished, LoopEvent, McpRoundLimitReached, McpToolCall, McpToolResult, ParserEvent, PipelineEvent,
-    PromptProgress, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
+    PromptProgress, RawOutput, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished,
     ToolCallInvalid, ToolCallStarted, Usage,
 )
 
@@ -53,7 +53,7 @@ def test_events_compare_by_content():
 
 def test_the_unions_hold_exactly_the_documented_members():
     assert set(typing.get_args(ParserEvent)) == PARSER
-    assert set(typing.get_args(PipelineEvent)) == PARSER | {PromptProgress, Finished, Failed}
+    assert set(typing.get_args(PipelineEvent)) == PARSER | {PromptProgress, RawOutput, Finished, Failed}
     assert set(typing.get_args(LoopEvent)) == set(typing.get_args(PipelineEvent)) | {
         McpToolCall, McpToolResult, McpRoundLimitReached}
 

@@ -6,7 +6,7 @@ import asyncio
 
 from maya_server.errors import EngineError, StructuredOutputError
 from maya_server.neutral.events import (
-    Failed, Finished, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
+    Failed, Finished, RawOutput, TextDelta, ToolCallArgumentsDelta, ToolCallFinished, ToolCallStarted, Usage,
 )
 from maya_server.neutral.conversation import Conversation, Message, TextPart, ToolSpec
 from maya_server.structured.formats import JsonObjectFormat, TextFormat
@@ -169,3 +169,11 @@ def test_the_gate_built_from_a_conversation_checks_its_strict_tools_only():
 def test_a_plain_text_conversation_without_strict_tools_gets_an_inactive_gate():
     assert not publish_gate(_conversation(ToolSpec("loose", parameters=CITY)), TextFormat()).active
     assert publish_gate(_conversation(), JsonObjectFormat(type="json_object")).active
+
+
+def test_the_model_text_passes_a_holding_gate_at_once_and_takes_none_of_its_budget():
+    gate = PublishGate(StructuredValidator(None), {}, budget_bytes=400)
+    raw = RawOutput("x" * 1000, False)  # a background task's log keeps it with the first event released after it
+    assert gate.feed(raw) == [raw]
+    assert gate.feed(TextDelta('{"n": 1}')) == []
+    assert gate.feed(Finished("stop", USAGE)) == [TextDelta('{"n": 1}'), Finished("stop", USAGE)]

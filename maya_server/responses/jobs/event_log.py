@@ -40,6 +40,9 @@ class LoggedEvent:
 
     type: str
     json: bytes
+    raw: list | None = None
+    """The model's text read before the event was made (pieces: text, whether a tag), as a Redis log keeps it for
+    a replica that takes the task over (`event_log_redis.everything`); None for any reader."""
 
 
 class EventLog:

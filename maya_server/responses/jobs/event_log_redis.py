@@ -234,10 +234,11 @@ class JobLogs:
         return (got[0][1] if got else []), (None if first is None else int(first))
 
     async def everything(self, job_id: str) -> list[LoggedEvent]:
-        """Every event of the log, oldest first, placeholders left out: what a replica that takes the task over
-        continues (the log is bounded by `EVENT_COUNT` and `EVENT_BYTES`, so this is too)."""
+        """Every event of the log, oldest first, placeholders left out, with the model's text kept with it: what a
+        replica that takes the task over continues (the log is bounded by `EVENT_COUNT` and `EVENT_BYTES`, so this
+        is too)."""
         entries = await self.link.command(lambda: self.link.client.xrange(self.key("js:", job_id)))
-        return [event for _, event in decode(entries)[0] if event is not None]
+        return [event for _, event in decode(entries, with_raw=True)[0] if event is not None]
 
     async def exists(self, job_id: str) -> bool:
         return bool(await self.link.command(lambda: self.link.client.exists(self.key("j:", job_id))))
@@ -246,14 +247,37 @@ class JobLogs:
         return int(await self.scripts["RESERVE"]([self.link.prefix, job_id, self.max_count, self.max_bytes]))
 
 
+def _batch_count(pending: deque[tuple[str, bytes, bytes]]) -> int:
+    """How many pending events the next flush carries: all of them up to `BATCH_EVENTS`; when it must stop short,
+    before an event that carries the model's text, so the events one piece of that text made are never split
+    between two flushes (a task taken over between them would have the text without all its events)."""
+    if len(pending) <= BATCH_EVENTS:
+        return len(pending)
+    for count in range(BATCH_EVENTS, 0, -1):
+        if pending[count][2]:
+            return count
+    return BATCH_EVENTS
+
+
+def _raw_of(batch: list[tuple[str, bytes, bytes]]) -> bytes:
+    """The model's text the batch's events were made from, as the log entry keeps it (`redis_lua.append`):
+    a JSON object from an event's offset in the batch to its pieces; b"" when none has any."""
+    parts = [b'"%d":%s' % (offset, raw) for offset, (_, _, raw) in enumerate(batch) if raw]
+    return b"{" + b",".join(parts) + b"}" if parts else b""
+
+
 class RedisJobLog:
     """The owner's side of one task's log: `append`, `mark` (a state), `close` (the end), and `follow` for
     its first reader. `on_cancel` runs when Redis says a cancel was asked elsewhere; `on_fenced` when the
     record refused a write (the task was failed by another replica, or is gone)."""
 
     def __init__(self, logs: JobLogs, job_id: str, snapshot: Callable[[], dict], *, lease_s: float,
-                 clock: Callable[[], float], on_cancel: Callable[[], None], on_fenced: Callable[[], None]) -> None:
+                 clock: Callable[[], float], on_cancel: Callable[[], None], on_fenced: Callable[[], None],
+                 raw: Callable[[int], list | None] = lambda sequence: None) -> None:
+        """`raw`: the model's text read before the event of a sequence number was made, if any
+        (`ResponseAssembler.take_raw`): written with that event, for a replica that takes the task over."""
         self.logs = logs
+        self._raw = raw
         self.job_id = job_id
         self.fence = 0
         """Set when the record is created (`RedisJobManager.admit`)."""
@@ -262,7 +286,8 @@ class RedisJobLog:
         self._snapshot = snapshot
         self._on_cancel = on_cancel
         self._on_fenced = on_fenced
-        self._pending: deque[tuple[str, bytes]] = deque()
+        self._pending: deque[tuple[str, bytes, bytes]] = deque()
+        """(type, JSON, the model's text read before it as JSON or b"")"""
         self.bytes = 0
         """Bytes of events waiting for a flush: this replica's memory for the task's log."""
         self._state: str | None = None
@@ -293,8 +318,10 @@ class RedisJobLog:
         if self.fenced:
             return
         kind, body = self.encode(event)
-        self._pending.append((kind, body))
-        self.bytes += len(body)
+        raw = self._raw(event["sequence_number"])
+        raw_json = orjson.dumps(raw) if raw else b""
+        self._pending.append((kind, body, raw_json))
+        self.bytes += len(body) + len(raw_json)
         if kind in SNAPSHOT_EVENTS:
             self._snapshot_due = True
         if len(self._pending) > self.logs.max_count or self.bytes > self.logs.max_bytes:
@@ -388,7 +415,7 @@ class RedisJobLog:
             self._drained.set()
 
     async def _flush_once(self) -> None:
-        count = min(len(self._pending), BATCH_EVENTS)
+        count = _batch_count(self._pending)
         if self._handing and count == len(self._pending):
             await self._let_go(count)
             return
@@ -399,8 +426,8 @@ class RedisJobLog:
         snapshot = orjson.dumps(self._snapshot()) if due or close else b""
         now = self.clock()
         args: list = [self.logs.link.prefix, self.job_id, self.fence, now, now + self.lease_s, self.logs.max_count,
-                      self.logs.max_bytes, state or "", snapshot, 1 if close else 0]
-        for kind, body in batch:
+                      self.logs.max_bytes, state or "", snapshot, 1 if close else 0, _raw_of(batch)]
+        for kind, body, _ in batch:
             args += (kind, body)
         try:
             answer = await self.logs.scripts["APPEND"](args)
@@ -412,7 +439,8 @@ class RedisJobLog:
             self.refused()
             return
         for _ in range(count):
-            self.bytes -= len(self._pending.popleft()[1])
+            _, body, raw = self._pending.popleft()
+            self.bytes -= len(body) + len(raw)
         if self._state == state:
             self._state = None
         if close:
@@ -425,9 +453,10 @@ class RedisJobLog:
 
     async def _let_go(self, count: int) -> None:
         """The last flush of a task handed over: its remaining events and snapshot, then the lease let go."""
+        batch = list(self._pending)[:count]
         args: list = [self.logs.link.prefix, self.job_id, self.fence, self.clock(), self.logs.max_count,
-                      self.logs.max_bytes, orjson.dumps(self._snapshot()), self._state or ""]
-        for kind, body in list(self._pending)[:count]:
+                      self.logs.max_bytes, orjson.dumps(self._snapshot()), self._state or "", _raw_of(batch)]
+        for kind, body, _ in batch:
             args += (kind, body)
         answer = await self.logs.scripts["HAND_OVER"](args)
         self.flushes += 1

@@ -26,6 +26,8 @@ from collections import deque
 from itertools import islice
 from typing import Protocol
 
+import orjson
+
 from ...errors import StoreUnavailableError
 from .event_log import LoggedEvent
 
@@ -41,8 +43,10 @@ def sequence_of(entry_id: bytes) -> int:
     return int(entry_id.split(b"-")[0]) - 1
 
 
-def decode(entries: list) -> tuple[list[Numbered], bool]:
-    """(the numbers the entries hold, oldest first; whether the log's end entry came)."""
+def decode(entries: list, with_raw: bool = False) -> tuple[list[Numbered], bool]:
+    """(the numbers the entries hold, oldest first; whether the log's end entry came). `with_raw`: each event with
+    the model's text the log kept with it (`LoggedEvent.raw`), for a replica taking the task over; readers skip
+    it."""
     numbered: list[Numbered] = []
     for entry_id, fields in entries:
         if b"e" in fields:
@@ -55,8 +59,9 @@ def decode(entries: list) -> tuple[list[Numbered], bool]:
         types, jsons = fields[b"t"].split(b"\n"), fields[b"j"].split(b"\n")
         if len(types) != last - first + 1 or len(jsons) != len(types):
             raise ValueError(f"a packed log entry {entry_id!r} does not hold the numbers {first}..{last}")
+        raw = orjson.loads(fields[b"r"]) if with_raw and b"r" in fields else {}
         for offset, (kind, json) in enumerate(zip(types, jsons)):
-            numbered.append((first + offset, LoggedEvent(kind.decode(), json)))
+            numbered.append((first + offset, LoggedEvent(kind.decode(), json, raw.get(str(offset)))))
     return numbered, False
 
 

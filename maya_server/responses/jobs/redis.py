@@ -134,8 +134,10 @@ class RedisJobManager(JobManager):
         await self.logs.tail_client.connection_pool.disconnect()
 
     def new_log(self, job_id: str, assembler: ResponseAssembler) -> RedisJobLog:
+        assembler.keeps_raw = True  # another replica may take the task over: it writes the cut turn back from it
         return RedisJobLog(self.logs, job_id, assembler.snapshot, lease_s=self.lease_s, clock=self.wall_clock,
-                           on_cancel=lambda: self._cancel_asked(job_id), on_fenced=lambda: self._fenced(job_id))
+                           on_cancel=lambda: self._cancel_asked(job_id), on_fenced=lambda: self._fenced(job_id),
+                           raw=assembler.take_raw)
 
     # -- admission ------------------------------------------------------------------------
     async def admit(self, job: Job) -> None:

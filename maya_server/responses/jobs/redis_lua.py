@@ -118,8 +118,10 @@ local function trim(k, n, first, eb, maxc, maxb)
 end
 
 -- Append the events ARGV[from..] (type, JSON without its sequence number), numbered from the record's `n`, as
--- one entry (none when there are no events).
-local function append(id, from, maxc, maxb)
+-- one entry (none when there are no events). `raw`, when given and not empty: the model's text read before those
+-- events (a JSON object, an event's offset in the entry → its pieces), kept in the entry's `r` for a replica that
+-- takes the task over; readers never send it.
+local function append(id, from, maxc, maxb, raw)
   if from > #ARGV then return end
   local r, k = rec(id), log(id)
   local f = redis.call('HMGET', r, 'n', 'first', 'eb')
@@ -133,7 +135,12 @@ local function append(id, from, maxc, maxb)
     eb = eb + #json
     n = n + 1
   end
-  redis.call('XADD', k, sid(n - 1), 'a', a, 't', table.concat(types, '\n'), 'j', table.concat(jsons, '\n'))
+  if raw and raw ~= '' then
+    redis.call('XADD', k, sid(n - 1), 'a', a, 't', table.concat(types, '\n'), 'j', table.concat(jsons, '\n'),
+               'r', raw)
+  else
+    redis.call('XADD', k, sid(n - 1), 'a', a, 't', table.concat(types, '\n'), 'j', table.concat(jsons, '\n'))
+  end
   first, eb = trim(k, n, first, eb, maxc, maxb)
   redis.call('HSET', r, 'n', n, 'first', first, 'eb', eb)
 end
@@ -200,12 +207,13 @@ return {'ok', fence}
 """
 
 APPEND = COMMON + r"""
--- ARGV: P id fence now lease_until maxc maxb state snap close [type json]...
--- The owner's write: events, then (when given) its new state and snapshot; `close` = 1 ends the log.
+-- ARGV: P id fence now lease_until maxc maxb state snap close raw [type json]...
+-- The owner's write: events (with the model's text they were made from, `raw`), then (when given) its new state
+-- and snapshot; `close` = 1 ends the log.
 local id, fence, now, lease_until = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local checked = check_fence(id, fence)
 if checked ~= 'ok' then return {checked, 0} end
-append(id, 11, tonumber(ARGV[6]), tonumber(ARGV[7]))
+append(id, 12, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[11])
 local r = rec(id)
 if ARGV[9] ~= '' then redis.call('HSET', r, 'snap', ARGV[9]) end
 if ARGV[8] ~= '' then redis.call('HSET', r, 's', ARGV[8]) end
@@ -353,14 +361,14 @@ return 'ok'
 """
 
 HAND_OVER = COMMON + r"""
--- ARGV: P id fence now maxc maxb snap state [type json]...
+-- ARGV: P id fence now maxc maxb snap state raw [type json]...
 -- The owner, shutting down, lets go of a task it holds: its last events and snapshot are written, its fence
 -- moves on (so nothing of the owner's can be written after) and its lease lapses now, so another replica claims
 -- it at its next heartbeat instead of a lease later. 'ok', or what check_fence found.
 local id, fence, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local checked = check_fence(id, fence)
 if checked ~= 'ok' then return checked end
-append(id, 9, tonumber(ARGV[5]), tonumber(ARGV[6]))
+append(id, 10, tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[9])
 local r = rec(id)
 if ARGV[7] ~= '' then redis.call('HSET', r, 'snap', ARGV[7]) end
 if ARGV[8] ~= '' then redis.call('HSET', r, 's', ARGV[8]) end

@@ -10,8 +10,12 @@ poll with generous bounds; nothing asserts on timing.
 
 from __future__ import annotations
 
+import json
 import time
 
+import pytest
+
+from maya_server.families import FAMILY_NAMES
 from tests.responses.api.test_background_replicas import (  # noqa: F401 (fleet: the fixture)
     SETTLE_S, Reader, create, fleet, jobs_status, numbers, read, retrieve, running, status,
 )
@@ -216,3 +220,74 @@ def test_a_task_whose_deadline_passed_while_it_had_no_owner_is_not_resumed(fleet
     assert [e["type"] for e in events[-2:]] == ["error", "response.failed"], events[-3:]
     assert events[-2]["code"] == "job_timeout"
     assert numbers(events) == list(range(len(events)))
+
+
+# -- every family's syntax, cut anywhere -------------------------------------------------------
+DSML = "｜DSML｜"
+NOTE = " ".join(f"n{n}" for n in range(150))
+"""A call's long string argument: 150 tokens, so that the owner can be killed while it streams."""
+CALL_TOOLS = [{"type": "function", "name": "lookup", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}, "note": {"type": "string"}}}}]
+CALL_ANSWERS = {
+    "glm": ("\nI will look it up.\n</think>\nLet me check.\n<tool_call>lookup\n<arg_key>city</arg_key>"
+            f"<arg_value>Paris</arg_value>\n<arg_key>note</arg_key><arg_value>{NOTE}</arg_value>\n</tool_call>"),
+    "deepseek-v4": (f"I will look it up.</think>Let me check.\n\n<{DSML}tool_calls>\n<{DSML}invoke name=\"lookup\">\n"
+                    f"<{DSML}parameter name=\"city\" string=\"true\">Paris</{DSML}parameter>\n"
+                    f"<{DSML}parameter name=\"note\" string=\"true\">{NOTE}</{DSML}parameter>\n"
+                    f"</{DSML}invoke>\n</{DSML}tool_calls>"),
+    "deepseek-v4.1": (f"I will look it up.</think>Let me check.\n\n<{DSML} calls>\n<{DSML} invoke name=\"lookup\">\n"
+                      f"<{DSML} parameter name=\"city\" string=\"true\">Paris</{DSML} parameter>\n"
+                      f"<{DSML} parameter name=\"note\" string=\"true\">{NOTE}</{DSML} parameter>\n"
+                      f"</{DSML} invoke>\n</{DSML} calls>"),
+}
+"""Reasoning, text and a call in each family's syntax, after a generation prompt that leaves the model thinking."""
+
+
+def argument_deltas(events: list[dict]) -> str:
+    return "".join(event["delta"] for event in events if event["type"] == "response.function_call_arguments.delta")
+
+
+def in_call(reader: Reader, deltas: int) -> None:
+    """The task streams its call's arguments: its reader has seen `deltas` of them."""
+    def seen() -> int:
+        return sum(event["type"] == "response.function_call_arguments.delta" for event in list(reader.events))
+    assert wait_for(lambda: seen() >= deltas or not reader.is_alive(), SETTLE_S), reader.events[-3:]
+    assert seen() >= deltas, f"the task did not reach its call: {reader.events[-3:]} {reader.failure!r}"
+
+
+@pytest.mark.parametrize("family", [
+    "glm", "deepseek-v4",
+    pytest.param("deepseek-v4.1", marks=pytest.mark.skipif("deepseek-v4.1" not in FAMILY_NAMES,
+                                                            reason="the deepseek-v4.1 family is not here yet")),
+])
+def test_kill_9_of_the_owner_inside_a_tool_call_another_replica_writes_the_call_back_and_completes_it(fleet, family):
+    answer, arguments = CALL_ANSWERS[family], json.dumps({"city": "Paris", "note": NOTE})
+    a = fleet.start([answer], "--family", family, *LEASE, delay=DELAY)
+    b = fleet.start([answer], "--family", family, delay=DELAY)
+    job = create(a, tools=CALL_TOOLS)
+    on_b = Reader(b, job["id"])
+    in_call(on_b, deltas=20)
+    a.kill()
+    events = on_b.ended()
+    assert numbers(events) == list(range(len(events))), numbers(events)
+    assert events[-1]["type"] == "response.completed", [e["type"] for e in events[-3:]]
+    assert argument_deltas(events) == arguments  # nothing streamed twice or lost across the cut
+    assert jobs_status(b)["resumed"] == 1
+    output = retrieve(b, job["id"]).json()["output"]
+    assert [item["type"] for item in output] == ["reasoning", "message", "function_call"], output
+    assert output[0]["content"][0]["text"] == "I will look it up."
+    assert answer_text({"output": output}) == "Let me check."
+    assert output[2]["name"] == "lookup" and output[2]["arguments"] == arguments
+
+
+def test_kill_9_mid_answer_of_a_glm_turn_with_empty_reasoning_resumes_the_answer_where_it_was_cut(fleet):
+    words = " ".join(f"w{n}" for n in range(200))
+    a = fleet.start(["</think>" + words], "--family", "glm", *LEASE, delay=DELAY)
+    b = fleet.start(["</think>" + words], "--family", "glm", delay=DELAY)
+    job = create(a)
+    on_b = Reader(b, job["id"])
+    running(on_b, deltas=40)
+    a.kill()
+    assert_whole(on_b.ended(), text=words)
+    completed_with_whole_answer(b, job["id"], text=words)
+    assert jobs_status(b)["resumed"] == 1

@@ -115,6 +115,37 @@ async def test_events_are_numbered_by_the_log_and_a_reader_gets_them_all_then_th
 
 
 @on_a_loop
+async def test_the_model_text_kept_with_events_comes_back_to_a_taker_only_and_in_both_flushes():
+    logs = await open_logs()
+    writer = await admit(logs, "resp_raw")
+    kept = {2: [("<tool_call>", True), ("look", False)], 5: [("\n", False)]}
+    writer._raw = lambda sequence: kept.get(sequence)  # what `ResponseAssembler.take_raw` hands the log
+    for n in range(3):
+        writer.append({**delta(n), "sequence_number": n + 2})
+    await wait_flushed(writer)
+    writer.append({**delta(3), "sequence_number": 5})
+    await within(writer.hand_over(), "the writer did not hand the task over")  # the other script that appends
+    everything = await logs.everything("resp_raw")
+    assert [event.raw for event in everything] == [None, None, [["<tool_call>", True], ["look", False]], None,
+                                                   None, [["\n", False]]]
+    read = await within(RedisLogReader(logs, "resp_raw", 0, 0).batches(-1).__anext__(), "no batch")
+    assert all(event.raw is None for event in read)  # readers never get it, nor the bytes it takes
+    assert b"tool_call" not in b"".join(event.json for event in read)
+    await close(logs)
+
+
+def test_a_flush_that_must_stop_short_never_splits_the_events_of_one_piece_of_model_text():
+    from collections import deque
+    from maya_server.responses.jobs.event_log_redis import BATCH_EVENTS, _batch_count
+
+    pending = deque(("t", b"{}", b"") for _ in range(BATCH_EVENTS + 10))
+    assert _batch_count(pending) == BATCH_EVENTS  # no piece begins in reach: the usual bound
+    pending[BATCH_EVENTS - 3] = ("t", b"{}", b'[["x",false]]')
+    assert _batch_count(pending) == BATCH_EVENTS - 3  # the piece that begins there goes whole in the next
+    assert _batch_count(deque(list(pending)[:BATCH_EVENTS])) == BATCH_EVENTS
+
+
+@on_a_loop
 async def test_a_reader_that_fell_behind_gets_an_error_with_a_reserved_number_that_others_skip():
     logs = await open_logs(max_count=4)
     writer = await admit(logs, "resp_b")
