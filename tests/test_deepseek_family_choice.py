@@ -20,7 +20,7 @@ from maya_server.config import ServerConfig
 from maya_server.engine.upstream.engine import UpstreamEngine, UpstreamOptions
 from maya_server.engine_setup import check_chat_template, detect_model_family, resolve_family
 from maya_server.errors import ConfigError
-from maya_server.families import FAMILY_NAMES
+
 from maya_server.families.detection import Detection
 from maya_server.model.chat_template import template_from_model_dir
 
@@ -33,7 +33,6 @@ from tests.server import wait_for
 V41_BY_VOCABULARY = "vocabulary: <｜System｜> at 128799, <｜deepseek_image｜> at 129264"
 V41_BY_MODEL_TYPE = "config.json model_type deepseek_v41"
 DEFAULT = "the template names none: the default"
-needs_v41 = pytest.mark.skipif("deepseek-v4.1" not in FAMILY_NAMES, reason="the deepseek-v4.1 family is not registered yet")
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +175,6 @@ def served(upstream, folder: Path, *flags: str, tmp_path: Path) -> tuple[dict, s
     return status, log.read_text()
 
 
-@needs_v41
 @pytest.mark.parametrize(("folder", "reason"), [("v41-config", V41_BY_MODEL_TYPE),
                                                  ("v41-vocabulary", V41_BY_VOCABULARY)])
 def test_maya_ds4_serves_a_v41_model_as_v41_and_says_why(upstream, folders, tmp_path, folder, reason):
@@ -233,7 +231,6 @@ def embedded(model: Path, *flags: str, tmp_path: Path) -> tuple[dict, str]:
 
 
 @pytest.mark.slow
-@needs_v41
 def test_maya_ds4_serves_a_gguf_with_v41s_vocabulary_as_v41(v41_gguf, tmp_path):
     status, output = embedded(v41_gguf, tmp_path=tmp_path)
     assert (status["family"], status["family_reason"]) == ("deepseek-v4.1", V41_BY_VOCABULARY)

@@ -17,7 +17,7 @@ import pytest
 from maya_server.engine.fifo import EngineQueue
 from maya_server.engine.scripted import ScriptedEngine
 from maya_server.errors import EngineError
-from maya_server.families import FAMILY_NAMES, get_family
+from maya_server.families import get_family
 from maya_server.metrics import Metrics
 from maya_server.neutral.conversation import PartialItem, PartialTurn
 from maya_server.neutral.events import Finished, RawOutput
@@ -52,9 +52,7 @@ generation prompt (whitespace between the pieces included: it is written back to
 EMPTY_REASONING = "</think>" + " ".join(f"w{n}" for n in range(200))
 """GLM with thinking on, reasoning nothing: the issue's case, once restarted from its first word at a cut."""
 FAMILIES = [
-    "chatml", "glm", "deepseek-v4",
-    pytest.param("deepseek-v4.1", marks=pytest.mark.skipif("deepseek-v4.1" not in FAMILY_NAMES,
-                                                            reason="the deepseek-v4.1 family is not here yet")),
+    "chatml", "glm", "deepseek-v4", "deepseek-v4.1",
 ]
 REQUEST = {
     "model": "m", "input": "Weather in Paris?", "max_output_tokens": 1000,

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from maya_server.families import FAMILY_NAMES
+
 from tests.responses.api.test_background_replicas import (  # noqa: F401 (fleet: the fixture)
     SETTLE_S, Reader, create, fleet, jobs_status, numbers, read, retrieve, running, status,
 )
@@ -256,9 +256,7 @@ def in_call(reader: Reader, deltas: int) -> None:
 
 
 @pytest.mark.parametrize("family", [
-    "glm", "deepseek-v4",
-    pytest.param("deepseek-v4.1", marks=pytest.mark.skipif("deepseek-v4.1" not in FAMILY_NAMES,
-                                                            reason="the deepseek-v4.1 family is not here yet")),
+    "glm", "deepseek-v4", "deepseek-v4.1",
 ])
 def test_kill_9_of_the_owner_inside_a_tool_call_another_replica_writes_the_call_back_and_completes_it(fleet, family):
     answer, arguments = CALL_ANSWERS[family], json.dumps({"city": "Paris", "note": NOTE})
