@@ -227,7 +227,7 @@ def _model_said(detected: Detection) -> str:
 
 
 DEFAULT_FAMILY_OTHERS = {
-    "glm": "a DeepSeek-V4.1 model needs maya-ds4",
+    "glm": "a DeepSeek-V4 model needs maya-ds4 (V4.1 is told by its vocabulary or config.json)",
     "deepseek-v4": "a GLM model needs maya",
 }
 """For a command's default family: the other command, the one a model of the other family needs."""
