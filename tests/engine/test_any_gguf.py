@@ -26,7 +26,6 @@ from maya_server.model.gguf_metadata import read_gguf_metadata
 from maya_server.model.gguf_vocabulary import CONTROL
 
 from tests.families.conversations import CONVERSATIONS, openai_messages, tool_dicts
-from tests.families.test_deepseek_v4_golden import official_text as deepseek_official_text
 from tests.families.test_prompt_safety import hostile_conversation
 from tests.embedded import child_http, embedded_config, start_cli
 from tests.family_models import family_model
@@ -91,11 +90,12 @@ def served(request):
 
 
 def llama_server_ids(engine, model: str, conversation) -> list[int]:
-    """What llama-server itself makes of the conversation: its template (DeepSeek-V4: DeepSeek's encoder), then
+    """What llama-server itself makes of the conversation: its template (DeepSeek-V4: DeepSeek's toolkit), then
     its tokenizer with special parsing on."""
     with child_http(engine) as child:
         if model.startswith("deepseek"):
-            text = deepseek_official_text(conversation)
+            oracle = pytest.importorskip("tests.families.deepseek_recipe_oracle")
+            text = oracle.render(conversation, "deepseek-v4").text
         else:
             # llama-server keeps earlier turns' reasoning unless told (`clear_thinking`); the template's own default,
             # and Maya's, drop it
