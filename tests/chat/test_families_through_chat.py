@@ -27,16 +27,17 @@ def glm_call(name, **args):
     return f"<tool_call>{name}{pairs}</tool_call>"
 
 
-def dsml_call(name, **args):
+def dsml_call(name, space="", **args):
+    """A DSML invoke; `space=" "` spells V4.1's tags (`<｜DSML｜ invoke …>`)."""
     params = "".join(
-        f'<{D}parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">{v}</{D}parameter>\n'
+        f'<{D}{space}parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">{v}</{D}{space}parameter>\n'
         for k, v in args.items()
     )
-    return f'<{D}invoke name="{name}">\n{params}</{D}invoke>'
+    return f'<{D}{space}invoke name="{name}">\n{params}</{D}{space}invoke>'
 
 
-def dsml_block(*invokes):
-    return f"\n\n<{D}tool_calls>\n" + "\n".join(invokes) + f"\n</{D}tool_calls>"
+def dsml_block(*invokes, block="tool_calls"):
+    return f"\n\n<{D}{block}>\n" + "\n".join(invokes) + f"\n</{D}{block}>"
 
 
 def chatml_call(name, **args):
@@ -54,6 +55,12 @@ SCRIPTS = {
         "The user wants weather.</think>It is sunny.",
         "Two lookups.</think>" + dsml_block(dsml_call("get_weather", city="Paris", days=3), dsml_call("now")),
         "Hmm.</think>" + dsml_block(dsml_call("launch_rocket", target="moon")),
+    ),
+    "deepseek-v4.1": (
+        "The user wants weather.</think>It is sunny.",
+        "Two lookups.</think>" + dsml_block(dsml_call("get_weather", " ", city="Paris", days=3), dsml_call("now", " "),
+                                            block=" calls"),
+        "Hmm.</think>" + dsml_block(dsml_call("launch_rocket", " ", target="moon"), block=" calls"),
     ),
     "chatml": (
         "<think>The user wants weather.</think>It is sunny.",
@@ -203,7 +210,8 @@ def test_history_with_calls_and_results_reaches_the_prompt(start_server, family)
     assert "SUNNY-22C" in prompt and "get_weather" in prompt and "Paris" in prompt
 
 
-@pytest.mark.parametrize(("family", "marker"), [("glm", "</think>"), ("deepseek-v4", "</think>")])
+@pytest.mark.parametrize(("family", "marker"), [("glm", "</think>"), ("deepseek-v4", "</think>"),
+                                               ("deepseek-v4.1", "</think>")])
 def test_reasoning_effort_none_turns_thinking_off(start_server, family, marker):
     server = start_server(["Plain answer."], family=family)
     completion = server.client().chat.completions.create(model="m", messages=ASK, reasoning_effort="none")
