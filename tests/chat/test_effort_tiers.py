@@ -6,21 +6,10 @@ from __future__ import annotations
 import openai
 import pytest
 
+from tests.family_recorder import recording_efforts
+
 ASK = [{"role": "user", "content": "Hello"}]
 COMMON = "'none', 'minimal', 'low', 'medium', 'high', 'xhigh'"
-
-
-def recording_efforts(server, monkeypatch) -> list:
-    """The reasoning effort of every conversation the server's family renders, in order."""
-    family = server.app.state.service.family
-    render, seen = family.render, []
-
-    def recorded(conversation):
-        seen.append(conversation.reasoning_effort)
-        return render(conversation)
-
-    monkeypatch.setattr(family, "render", recorded)
-    return seen
 
 
 def test_max_reaches_a_deepseek_family(start_server, monkeypatch):

@@ -9,24 +9,12 @@ from __future__ import annotations
 import openai
 import pytest
 
+from tests.family_recorder import recording_efforts
 from tests.responses.api.sse import post_error, read_stream
 from tests.responses.store_backends import store_stats
 
 ASK = "Hello"
 COMMON = "'none', 'minimal', 'low', 'medium', 'high', 'xhigh'"
-
-
-def recording_efforts(server, monkeypatch) -> list:
-    """The reasoning effort of every conversation the server's family renders, in order."""
-    family = server.app.state.service.family
-    render, seen = family.render, []
-
-    def recorded(conversation):
-        seen.append(conversation.reasoning_effort)
-        return render(conversation)
-
-    monkeypatch.setattr(family, "render", recorded)
-    return seen
 
 
 def refusal(family_name: str) -> dict:
