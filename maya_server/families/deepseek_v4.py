@@ -71,7 +71,7 @@ class DeepSeekFamily:
         return render(conversation, self.dialect)
 
     def continuation(self, conversation: Conversation, partial: PartialTurn) -> Prompt:
-        return think_first(partial, self.name)
+        return think_first(partial, self.name, in_reasoning=thinking_enabled(conversation))
 
     def parser(self, conversation: Conversation, new_call_id: Callable[[], str]) -> StreamParser:
         opens = tuple(tag for tag in BLOCK_OPENS if tag != self.dialect.tags.block_open)
