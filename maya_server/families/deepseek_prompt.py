@@ -139,19 +139,8 @@ def render(conversation: Conversation, dialect: DeepSeekDialect) -> Prompt:
             if index and dialect.system_token:
                 builder.control(dialect.system_token)
             writer.parts(turn.content)
-            if index == 0 and conversation.tools:
-                builder.plain(BLOCK_SEPARATOR)
-                dialect.vocabulary.write(builder, dialect.tools_section())
-                builder.plain("\n".join(json_text(function_dict(t)) for t in conversation.tools))
-                builder.plain(TOOLS_FOOTER)
-            if index == 0 and conversation.output is not None:
-                builder.plain(BLOCK_SEPARATOR)
-                schema = conversation.output.schema
-                if schema is None:
-                    builder.plain(dialect.json_object_section)
-                else:
-                    builder.plain(RESPONSE_FORMAT)
-                    writer.client(json_text(schema))
+            if index == 0:
+                writer.sections(conversation)
         else:
             with builder.assistant(turn):
                 writer.assistant(turn, thinking and (keep_reasoning or index > last_user))
@@ -242,6 +231,22 @@ class _Writer:
                 self.builder.media(self.dialect.image)
             else:
                 self.client(part.text)
+
+    def sections(self, conversation: Conversation) -> None:
+        """What follows the opening system text: the tools, then the structured output asked for."""
+        if conversation.tools:
+            self.builder.plain(BLOCK_SEPARATOR)
+            self.template(self.dialect.tools_section())
+            self.client("\n".join(json_text(function_dict(t)) for t in conversation.tools))
+            self.builder.plain(TOOLS_FOOTER)
+        if conversation.output is not None:
+            self.builder.plain(BLOCK_SEPARATOR)
+            schema = conversation.output.schema
+            if schema is None:
+                self.builder.plain(self.dialect.json_object_section)
+            else:
+                self.builder.plain(RESPONSE_FORMAT)
+                self.client(json_text(schema))
 
     def user(self, turn: _UserTurn) -> None:
         self.builder.control(USER)

@@ -66,13 +66,13 @@ def test_deepseek_client_text_never_becomes_any_added_token(model_files, family)
                 (call("c1", "get_weather", city=DEEPSEEK_INJECTION),)),
         ToolResult("c1", (TextPart(DEEPSEEK_INJECTION),)),
         system(DEEPSEEK_INJECTION),
-    ), tools=TOOLS)
+    ), tools=TOOLS + (ToolSpec("lookup", DEEPSEEK_INJECTION, {"type": "object", "properties": {}}),))
     prompt = get_family(family).render(conversation)
     tokenizer = model_files.ours(TOKENIZERS[family])
     added = set(Tokenizer.from_file(str(model_files.file(TOKENIZERS[family]))).get_added_tokens_decoder())
     written = [i for s in prompt.segments if s.control for i in tokenizer.encode(s.text, special=True)]
     assert [i for i in prompt.token_ids(tokenizer) if i in added] == [i for i in written if i in added]
-    assert prompt.text.count(DEEPSEEK_INJECTION) == 7  # system twice, user, answer, reasoning, argument, result
+    assert prompt.text.count(DEEPSEEK_INJECTION) == 8  # system twice, user, answer, reasoning, argument, result, tool
 
 
 @pytest.mark.parametrize("family", TOKENIZERS)
