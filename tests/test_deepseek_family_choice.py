@@ -163,16 +163,20 @@ def run_ds4(*args: str, tmp_path: Path, wait: bool = True) -> tuple[subprocess.P
     return process, url, log
 
 
-def served(upstream, folder: Path, *flags: str, tmp_path: Path) -> tuple[dict, str]:
-    """(/v1/status, the start-up output) of maya-ds4 in front of `upstream` with `folder` as --tokenizer."""
-    process, url, log = run_ds4("--engine", "upstream", "--upstream-url", upstream.url, "--tokenizer", str(folder),
-                                *flags, tmp_path=tmp_path)
+def status_and_output(process, url: str, log: Path) -> tuple[dict, str]:
+    """A started maya-ds4's /v1/status and, once it is stopped, its start-up output."""
     try:
         status = httpx.get(url + "/v1/status").json()
     finally:
         process.terminate()
         process.wait(timeout=30)
     return status, log.read_text()
+
+
+def served(upstream, folder: Path, *flags: str, tmp_path: Path) -> tuple[dict, str]:
+    """(/v1/status, the start-up output) of maya-ds4 in front of `upstream` with `folder` as --tokenizer."""
+    return status_and_output(*run_ds4("--engine", "upstream", "--upstream-url", upstream.url,
+                                      "--tokenizer", str(folder), *flags, tmp_path=tmp_path))
 
 
 @pytest.mark.parametrize(("folder", "reason"), [("v41-config", V41_BY_MODEL_TYPE),
@@ -220,14 +224,8 @@ def v41_gguf(tmp_path_factory):
 
 def embedded(model: Path, *flags: str, tmp_path: Path) -> tuple[dict, str]:
     """(/v1/status, the start-up output) of `maya-ds4 --model MODEL FLAGS` on the embedded llama-server."""
-    process, url, log = run_ds4("--model", str(model), "--ctx", "2048", "--slots", "1", "--threads", "1", *flags,
-                                tmp_path=tmp_path)
-    try:
-        status = httpx.get(url + "/v1/status").json()
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-    return status, log.read_text()
+    return status_and_output(*run_ds4("--model", str(model), "--ctx", "2048", "--slots", "1", "--threads", "1",
+                                      *flags, tmp_path=tmp_path))
 
 
 @pytest.mark.slow

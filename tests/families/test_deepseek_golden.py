@@ -170,29 +170,28 @@ CHAT_BODIES: dict[str, dict] = {
         {"type": "text", "text": "this?"}]}]},
 }
 
+def _two_calls(oslo: str, rome: str) -> dict:
+    """A Responses body with two calls (ids `oslo`, `rome`, made in that order) answered in the other order."""
+    return {"tools": [RESPONSES_WEATHER], "input": [
+        {"role": "user", "content": "Oslo and Rome?"},
+        {"type": "function_call", "call_id": oslo, "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+        {"type": "function_call", "call_id": rome, "name": "get_weather", "arguments": '{"city": "Rome"}'},
+        {"type": "function_call_output", "call_id": rome, "output": "Warm"},
+        {"type": "function_call_output", "call_id": oslo, "output": "Cold"},
+    ]}
+
+
 RESPONSES_BODIES: dict[str, dict] = {
     **{f"effort_{e}": {"input": "Hi", "reasoning": {"effort": e}}
        for e in ("none", "minimal", "low", "medium", "high", "xhigh", "max")},
     "instructions_and_developer": {"instructions": "Be brief.", "input": [
         {"role": "developer", "content": "Use metric units."}, {"role": "user", "content": "Weather?"}]},
-    "calls_and_outputs_out_of_order": {"tools": [RESPONSES_WEATHER], "input": [
-        {"role": "user", "content": "Oslo and Rome?"},
-        {"type": "function_call", "call_id": "call_b", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
-        {"type": "function_call", "call_id": "call_a", "name": "get_weather", "arguments": '{"city": "Rome"}'},
-        {"type": "function_call_output", "call_id": "call_a", "output": "Warm"},
-        {"type": "function_call_output", "call_id": "call_b", "output": "Cold"},
-    ]},
+    "calls_and_outputs_out_of_order": _two_calls("call_b", "call_a"),
     "json_schema": {"input": "Count to three.", "text": {"format": {
         "type": "json_schema", "name": "count", "schema": {
             "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
             "additionalProperties": False}, "strict": True}}},
-    "calls_in_id_order": {"tools": [RESPONSES_WEATHER], "input": [
-        {"role": "user", "content": "Oslo and Rome?"},
-        {"type": "function_call", "call_id": "call_a", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
-        {"type": "function_call", "call_id": "call_b", "name": "get_weather", "arguments": '{"city": "Rome"}'},
-        {"type": "function_call_output", "call_id": "call_b", "output": "Warm"},
-        {"type": "function_call_output", "call_id": "call_a", "output": "Cold"},
-    ]},
+    "calls_in_id_order": _two_calls("call_a", "call_b"),
     "image_input": {"input": [{"role": "user", "content": [
         {"type": "input_text", "text": "What is"}, {"type": "input_image", "image_url": PIXEL}]}]},
     "system_in_the_middle": {"input": [
