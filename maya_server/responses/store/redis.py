@@ -28,11 +28,13 @@ What differs from memory, and why:
 - **Faults.** A command that fails to connect or answer within `--store-command-timeout` is a 503
   `store_unavailable` (`redis_link.py`); the pool reconnects by itself on the next command. The assembly
   budget stays per process: it bounds this replica's memory.
-- **Lost keys.** Redis may drop keys Maya wrote (`allkeys-lru`, a person's DEL, a restart from an older
-  snapshot). A read that finds a piece missing never answers a shorter history: it is a 404
-  `stored_response_lost` (the loss is permanent; SDKs retry a 5xx in vain), the broken entry is removed in the
-  same script, and the next probe recounts every derived figure from the entries that exist (`RECOUNT`), as it
-  also does when Redis reports evictions or a restart, or the figures vanished.
+- **Lost keys.** Redis may drop keys Maya wrote (`allkeys-lru`, `volatile-lru` on the data keys, which alone carry
+  TTLs, a person's DEL, a restart from an older snapshot). A read that finds a piece missing never answers a
+  shorter history: it is a 404 `stored_response_lost` (the loss is permanent; SDKs retry a 5xx in vain), the broken
+  entry is removed in the same script. A lost bookkeeping key (a reference count, a users set, an index) never
+  makes a script delete anything: the script flags it (`P dirty`), and the next probe recounts every bookkeeping key
+  from the data keys that exist (`RECOUNT`), as it also does when Redis reports evictions or a restart, or the
+  figures vanished. A write that finds no room because an index was lost recounts at once and tries again.
 - **A full Redis.** Reads answer on a Redis at `maxmemory` (their LRU touch is best-effort). A write Redis
   refuses for memory makes Maya evict its own least recently used entries and retry once (`EVICT`).
 """
@@ -42,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -54,6 +57,7 @@ from ...errors import NotFoundError, StoreUnavailableError
 from ...util.echoed import echoed
 from . import redis_lua as lua
 from . import redis_upkeep_lua as upkeep
+from .redis_lua import DATA_TTL_MARGIN_S
 from .redis_link import SCOPE_HEX, UNREACHABLE, RedisLink, every
 from ..settings import ResponsesSettings
 from .block_cache import Block, BlockCache
@@ -71,6 +75,8 @@ ENTRY_OVERHEAD = 600
 """One entry's hash (its fields but `own`: ~540 bytes with its key, in a listpack) and its places in the LRU, owner LRU
 and expiry sets (~60)."""
 DIGEST_BYTES = 12
+LINEAGE_ID_BYTES = 8
+"""A new lineage's random id (16 hex characters): never handed out twice, whatever Redis loses."""
 EVICT_MOST = 64
 """The most entries one `EVICT` removes when Redis refuses a write for memory (one script: it bounds its time)."""
 EVICT_ROUNDS = 4
@@ -107,6 +113,11 @@ class RedisHistory:
     blocks: list[Block]
     reserved: int
     released: bool = False
+
+    @property
+    def checksum(self) -> str:
+        """What PUT compares with the lineage's first slots (`redis_lua.PUT`): the digests this history read."""
+        return hashlib.sha1("".join(self.digests).encode()).hexdigest()
 
     @property
     def history_bytes(self) -> int:
@@ -163,8 +174,9 @@ class RedisStore:
         self.lost = 0
         """Broken entries this replica found (a read, a delete or its recount) and removed."""
         self.recounts = 0
-        self._lost_seen = False
-        """A read found a lost piece since this replica's last recount: the derived figures have drifted."""
+        self._recount_owed = False
+        """This replica saw Redis lose keys (evictions, a restart) but could neither recount nor flag it for the
+        fleet (`P dirty`): it keeps asking until a recount runs."""
         self._redis_seen: tuple[str, int] | None = None
         """Redis's run_id and evicted_keys at the last probe."""
         self._recount_s = 0.0
@@ -194,13 +206,15 @@ class RedisStore:
         names = ("entries", "bytes", "writes", "evictions", "expirations", "deletions")
         believed, self.fleet = self.fleet["entries"], {name: int(value) for name, value in zip(names, got)}
         if owner is None:
-            await self._recount_if_due(vanished=believed > 0 and not int(got[8]))
+            await self._recount_if_due(flagged=bool(int(got[9])), vanished=believed > 0 and not int(got[8]))
         return int(got[6]), int(got[7])
 
-    async def _recount_if_due(self, *, vanished: bool) -> None:
-        """Recount when a read found a lost piece, Redis evicted keys or restarted (INFO's evicted_keys grew, its
-        run_id changed; on the first probe, any eviction at all) or the figures hash vanished: at most once per
-        probe interval for the whole fleet (a lock key)."""
+    async def _recount_if_due(self, *, flagged: bool, vanished: bool) -> None:
+        """Recount when a script flagged bookkeeping it could not trust (a lost piece, a missing count, users set or
+        index: `P dirty`), Redis evicted keys or restarted (INFO's evicted_keys grew, its run_id changed; on the
+        first probe, any eviction at all) or the figures hash vanished: at most once per probe interval for the
+        whole fleet (a lock key). A replica that loses the lock race hands what it saw to the fleet (`P dirty`), so
+        whoever recounts next covers it."""
         info = await self._info("server", "stats")
         seen = (str(info.get("run_id", "")), int(info.get("evicted_keys", 0)))
         before, self._redis_seen = self._redis_seen, seen
@@ -208,13 +222,28 @@ class RedisStore:
             for source in (upkeep.EVICT, upkeep.RECOUNT):   # not when it is full (compiling one takes its memory)
                 await self.link.command(lambda source=source: self.link.client.script_load(source))
         redis_lost = seen[1] > 0 if before is None else (seen[0] != before[0] or seen[1] > before[1])
-        if not (self._lost_seen or redis_lost or vanished):
+        self._recount_owed = self._recount_owed or redis_lost or vanished
+        if not (flagged or self._recount_owed):
             return
+        if not await self._take_recount_lock():
+            if self._recount_owed and not flagged:  # another replica recounts in this interval: leave it a flag
+                await self._flag_for_fleet()
+            return
+        await self.recount()
+
+    async def _take_recount_lock(self) -> bool:
+        """At most one recount per interval for the whole fleet (`P recount`, SET NX PX)."""
         lock = self.prefix + "recount"
         spacing_ms = int(max(self.probe_s, RECOUNT_SPACING * self._recount_s) * 1000)
-        if not await self.link.command(lambda: self.link.client.set(lock, 1, nx=True, px=spacing_ms)):
-            return  # another replica recounts in this interval
-        await self.recount()
+        return bool(await self.link.command(lambda: self.link.client.set(lock, 1, nx=True, px=spacing_ms)))
+
+    async def _flag_for_fleet(self) -> None:
+        """`P dirty` for whichever replica recounts next; kept owed here too if Redis refuses even that."""
+        try:
+            await self.link.command(lambda: self.link.client.set(self.prefix + "dirty", 1))
+        except StoreUnavailableError:
+            return
+        self._recount_owed = False
 
     async def recount(self) -> None:
         """Rebuild the derived keys and figures from the entries that exist; broken entries are removed."""
@@ -223,7 +252,7 @@ class RedisStore:
         started = time.perf_counter()
         got = await self.link.command(lambda: self._recount_script(keys=[], args=args), timeout=timeout)
         self._recount_s = time.perf_counter() - started
-        self._lost_seen = False
+        self._recount_owed = False
         self.recounts += 1
         entries, nbytes, broken, orphans = (int(value) for value in got[:4])
         self.fleet.update(entries=entries, bytes=nbytes)
@@ -328,6 +357,11 @@ class RedisStore:
             again = [(dg, block.data) for dg, block in zip(base.digests, base.blocks)] + pairs
             outcome = await self._put(scope, response["id"], own, envelope, again, len(base.blocks) + len(new_items),
                                       None, size + history + len(base.blocks) * (self.block_overhead + SLOT_BYTES))
+        if outcome[0] == b"full" and int(outcome[4]) and await self._take_recount_lock():
+            # no room, though other entries are counted: an index or the figures were lost; true again, try again
+            self.counters.evictions += int(outcome[3])
+            await self.recount()
+            outcome = await self._put(scope, response["id"], own, envelope, pairs, len(new_items), base, size)
         if outcome[0] == b"exists":
             raise RuntimeError(f"response {response['id']} is already stored")  # ids are generated: a bug
         self.fleet.update(entries=int(outcome[1]), bytes=int(outcome[2]))
@@ -387,8 +421,9 @@ class RedisStore:
         s = self.settings
         now = self.clock()
         args: list = [scope, response_id, now, now + s.cache_ttl_s, own, digest(envelope), envelope,
-                      base.lineage if base else "", base.end if base else 0, base.generation if base else "",
-                      n_input, s.cache_entries, s.cache_bytes, s.owner_entries, s.owner_bytes, ENTRY_OVERHEAD]
+                      base.lineage if base else "", base.end if base else 0, base.checksum if base else "",
+                      n_input, s.cache_entries, s.cache_bytes, s.owner_entries, s.owner_bytes, ENTRY_OVERHEAD,
+                      secrets.token_hex(LINEAGE_ID_BYTES), int(s.cache_ttl_s) + DATA_TTL_MARGIN_S]
         for pair in pairs:
             args.extend(pair)
         return await self._run("PUT", args)
@@ -443,9 +478,8 @@ class RedisStore:
     # -- internals --------------------------------------------------------------------
     def _lose(self, response_id: str, kind: str, param: str | None) -> NotFoundError:
         """A broken entry a script found and removed: counted, logged once (its id, the kind of key missing;
-        never the owner's scope), a recount asked of the next probe; the client's 404."""
+        never the owner's scope; the script flagged a recount for the fleet); the client's 404."""
         self.lost += 1
-        self._lost_seen = True
         self._log_lost(response_id, kind)
         return lost_error(response_id, param)
 

@@ -3,34 +3,52 @@
 A script runs alone on the Redis server, so a put, a read or a delete is never seen half-done by any
 replica, and the entry, byte and owner bounds are checked and enforced (LRU eviction) in the same step
 as the write that would break them. Keys (P is the configured prefix, O an owner scope, never a
-credential; see `store/redis.py`):
+credential; see `store/redis.py`), in two kinds:
+
+Data keys: what a response is made of. Each carries a TTL (its latest user's expiry plus `DATA_TTL_MARGIN_S`,
+extended as references are added), so a Redis evicting under `volatile-lru` / `volatile-lfu` may take them,
+never the bookkeeping:
 
     P e:RID        hash   one stored response: o (owner scope), l (lineage id), ie/oe (its input and output
                           end in the lineage), own (its own JSON), env (its envelope's digest), x (expiry, s),
                           c (the bytes charged for the entry itself)
-    P l:LID        list   a lineage: the digests of its blocks, in order (shared by one chain's responses)
-    P u:LID        zset   the lineage's users: response id → the end of the slice it uses
-    P g            hash   lineage id → generation, bumped whenever the lineage is cut back
+    P l:LID        list   a lineage: the digests of its blocks, in order (shared by one chain's responses); LID is
+                          random (from the writing replica), so no lineage id is ever handed out twice
     P b:O:DIGEST   string one item's (or envelope's) JSON, stored once per owner scope
-    P rc:O         hash   digest → references (lineage slots and entries) to that block
-    P lru, P lru:O zset   response id → last use (a shared sequence): the fleet's and the owner's LRU order
-    P exp          zset   response id → expiry time (seconds, the replicas' wall clock)
-    P n            hash   fleet figures: entries, bytes, seq, lin (lineage ids), writes, evictions, ...
-    P ob, P oe     hash   owner scope → bytes, entries
+
+Bookkeeping keys: derived from the data keys, no TTL; RECOUNT (`store/redis_upkeep_lua.py`) rebuilds them all:
+
+    P u:LID        zset   the lineage's users: response id -> the end of the slice it uses
+    P g            hash   lineage id -> generation, changed whenever the lineage is cut back (the block cache's
+                          hints, `store/block_cache.py`)
+    P rc:O         hash   digest -> references (lineage slots and entries) to that block; the field `#` says the
+                          counts are complete (written by RECOUNT or for an owner that had nothing)
+    P lru, P lru:O zset   response id -> last use (a shared sequence): the fleet's and the owner's LRU order
+    P exp          zset   response id -> expiry time (seconds, the replicas' wall clock)
+    P n            hash   fleet figures: entries, bytes, seq, writes, evictions, ...
+    P ob, P oe     hash   owner scope -> bytes, entries
+    P dirty        string set when a script found bookkeeping it cannot trust: the next probe recounts
 
 The bytes charged are what Redis holds for them (the JSON plus a per-key overhead measured with MEMORY USAGE,
 passed in as ARGV by `store/redis.py`), so the byte bounds bound Redis's memory.
 
-Redis may lose keys behind Maya's back (an `allkeys-lru` eviction, a person's DEL, a restart that kept an older
-snapshot). So a read is whole or it is an error: READ and DELETE check every key the entry needs (its fields,
-the lineage long enough, every block of the slice, the envelope) and, when one is missing, remove the broken
-entry in the same step and say which kind of key was missing ({2, kind}); never a shorter history. PUT writes
-a block again when its refcount says it exists but its key is gone, and never extends a lineage whose blocks
-are not all there. Reads never need to write: their LRU touch and expiry purge are best-effort, since Redis at
-`maxmemory` under `noeviction` refuses a script's first memory-growing write (not a DEL, ZREM or HDEL, and
-nothing once the script has written). Freeing room on a full Redis and rebuilding drifted figures are
-`store/redis_upkeep_lua.py`'s.
+Redis may lose keys behind Maya's back (an eviction, a person's DEL, a restart that kept an older snapshot). So a
+read is whole or it is an error: READ and DELETE check every key the entry needs (its fields, the lineage long
+enough, every block of the slice, the envelope) and, when one is missing, remove the broken entry in the same step
+and say which kind of key was missing ({2, kind}); never a shorter history. And nothing is deleted because a
+bookkeeping key is missing: a block is deleted only when a complete `rc:O` counts its last reference gone, a
+lineage cut back only when its users set exists and the response really left it; an unknown count leaves the
+block where it is and flags a recount. An entry Redis lost still gives back its place in the figures (a ghost).
+PUT writes a block again when its refcount says it exists but its key is gone, and extends or copies a lineage
+only when its first slots are exactly the digests the continuation read (a checksum) and all there. Reads never
+need to write: their LRU touch and expiry purge are best-effort, since Redis at `maxmemory` under `noeviction`
+refuses a script's first memory-growing write (not a DEL, ZREM or HDEL, and nothing once the script has written).
+Freeing room on a full Redis and rebuilding the bookkeeping are `store/redis_upkeep_lua.py`'s.
 """
+
+DATA_TTL_MARGIN_S = 3600
+"""How long a data key outlives its latest user's expiry: Maya drops expired entries itself (every script purges);
+the TTL is what makes data keys, and only them, evictable under `volatile-*`, and a backstop after a long outage."""
 
 COMMON = r"""
 local P = ARGV[1]
@@ -46,6 +64,19 @@ local function block_key(o, dg)
   return P .. 'b:' .. o .. ':' .. dg
 end
 
+-- Bookkeeping this script cannot trust (a count, a users set or an index missing): the next probe recounts.
+-- A SET after the script's first write, or at worst refused (pcall): the read or delete still answers.
+local function flag()
+  redis.pcall('SET', P .. 'dirty', 1)
+end
+
+local TRUSTED = '#'  -- the field of `rc:O` that says its counts are complete
+
+-- A data key lives at least `keep` more seconds (its TTL only ever extended; a key without one gets one)
+local function keep_for(key, keep)
+  if redis.call('EXPIRE', key, keep, 'GT') == 0 then redis.call('EXPIRE', key, keep, 'NX') end
+end
+
 -- Whether any of the owner's blocks `digests` (from `first`, to `last`) is missing (one TOUCH per 1000: EXISTS's
 -- answer, and the blocks' last use updated as a GET would, so a Redis that evicts by LRU (`allkeys-lru`) sees the
 -- blocks of a history read from a replica's cache as used)
@@ -59,14 +90,28 @@ local function blocks_missing(o, digests, first, last)
   return false
 end
 
+-- One reference to a block gone: the block is deleted only when complete counts say it was the last one. Counts
+-- that are not complete (`rc:O` lost and written again since) or that disagree (no reference left to drop) are
+-- unknown: the block stays, the counts are no longer trusted, and the recount collects what is unreferenced.
 local function block_drop(o, dg)
-  if redis.call('HINCRBY', P .. 'rc:' .. o, dg, -1) <= 0 then
-    redis.call('HDEL', P .. 'rc:' .. o, dg)
-    local key = block_key(o, dg)
-    local size = redis.call('STRLEN', key)
-    redis.call('DEL', key)
-    charge(o, -(size + BLOCK))
+  local rc = P .. 'rc:' .. o
+  if redis.call('HEXISTS', rc, TRUSTED) == 0 then
+    flag()
+    return
   end
+  local left = redis.call('HINCRBY', rc, dg, -1)
+  if left > 0 then return end
+  redis.call('HDEL', rc, dg)
+  if left < 0 then
+    redis.call('HDEL', rc, TRUSTED)
+    flag()
+    return
+  end
+  local key = block_key(o, dg)
+  local size = redis.call('STRLEN', key)
+  redis.call('DEL', key)
+  charge(o, -(size + BLOCK))
+  if redis.call('HLEN', rc) == 1 then redis.call('DEL', rc) end  -- the owner's last block: nothing left to count
 end
 
 local function drop_slots(o, lkey, from, len)
@@ -75,9 +120,14 @@ local function drop_slots(o, lkey, from, len)
   charge(o, -SLOT * (len - from))
 end
 
--- After a user left: cut the lineage back to its longest slice still in use, or drop it when unused.
-local function settle(o, lid)
+-- After `rid` left the lineage: cut it back to its longest slice still in use, or drop it when unused. Only when the
+-- users set exists and `rid` really left it: a lost users set says nothing about who still uses the lineage.
+local function settle(o, lid, rid)
   local lkey, ukey = P .. 'l:' .. lid, P .. 'u:' .. lid
+  if redis.call('ZREM', ukey, rid) == 0 then
+    flag()
+    return
+  end
   local len = redis.call('LLEN', lkey)
   local top = redis.call('ZREVRANGE', ukey, 0, 0, 'WITHSCORES')
   if #top == 0 then
@@ -95,31 +145,45 @@ local function settle(o, lid)
   end
 end
 
--- Tolerates an entry missing any of its pieces (its fields, its lineage, a block, its owner's rc hash). Its first
--- write is a DEL, which Redis does not refuse at maxmemory, so none after it is refused either.
-local function remove(rid)
+-- Whether an owner with no `rc:O` (a new one, or its counts lost) has nothing stored: then counts begun now are
+-- complete. Three keys every write of the owner touches must all say so.
+local function owns_nothing(o)
+  return redis.call('HEXISTS', P .. 'ob', o) == 0 and redis.call('HEXISTS', P .. 'oe', o) == 0
+    and redis.call('EXISTS', P .. 'lru:' .. o) == 0
+end
+
+-- Remove an entry; true when it was whole enough to be one (its hash there). Tolerates an entry missing any of its
+-- pieces (its fields, its lineage, a block, its owner's rc hash). An entry whose hash Redis lost (a ghost) still
+-- gives back its count, fleet's and (when `owner`, the scope it is listed under, is known) its owner's; its bytes
+-- and references wait for the recount it flags. Its first write is a DEL, which Redis does not refuse at
+-- maxmemory, so none after it is refused either.
+local function remove(rid, owner)
   local e = P .. 'e:' .. rid
   local f = redis.call('HMGET', e, 'o', 'l', 'c', 'env')
   local o, lid = f[1], f[2]
   redis.call('DEL', e)
-  redis.call('ZREM', P .. 'lru', rid)
+  local listed = redis.call('ZREM', P .. 'lru', rid) == 1
   redis.call('ZREM', P .. 'exp', rid)
-  if not o then return end
+  local owned = owner ~= nil and redis.call('ZREM', P .. 'lru:' .. owner, rid) == 1
+  if not o then
+    if listed then redis.call('HINCRBY', P .. 'n', 'entries', -1) end
+    if owned and redis.call('HINCRBY', P .. 'oe', owner, -1) <= 0 then redis.call('HDEL', P .. 'oe', owner) end
+    if listed or owned then flag() end
+    return false
+  end
   redis.call('ZREM', P .. 'lru:' .. o, rid)
   redis.call('HINCRBY', P .. 'n', 'entries', -1)
   if redis.call('HINCRBY', P .. 'oe', o, -1) <= 0 then redis.call('HDEL', P .. 'oe', o) end
   charge(o, -(tonumber(f[3]) or 0))
   if f[4] then block_drop(o, f[4]) end
-  if lid then
-    redis.call('ZREM', P .. 'u:' .. lid, rid)
-    settle(o, lid)
-  end
+  if lid then settle(o, lid, rid) end
+  return true
 end
 
 local function purge(now)
   local due = redis.call('ZRANGEBYSCORE', P .. 'exp', '-inf', now, 'LIMIT', 0, 64)
   for _, rid in ipairs(due) do
-    remove(rid)
+    remove(rid, nil)
     redis.call('HINCRBY', P .. 'n', 'expirations', 1)
   end
 end
@@ -145,7 +209,7 @@ local function find(o, rid, now)
     if not f[i] then return nil, 'entry' end
   end
   if tonumber(f[2]) <= now then
-    remove(rid)
+    remove(rid, o)
     redis.call('HINCRBY', P .. 'n', 'expirations', 1)
     return nil
   end
@@ -198,18 +262,20 @@ READ = COMMON + r"""
 -- Every block the slice needs is checked either way, held or not: a block Redis lost is a lost entry, never a
 -- history completed from a replica's copy.
 local o, rid, now, mode = ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
+-- the entry is broken: removed now, and the bookkeeping that counted its keys is recounted soon
+local function lose(kind)
+  remove(rid, o)
+  flag()
+  return {2, kind}
+end
 purge_softly(now)
 local f, lost = find(o, rid, now)
-if lost then
-  remove(rid)
-  return {2, lost}
-end
+if lost then return lose(lost) end
 if not f then return {0} end
 local lid, ie, oe = f[3], tonumber(f[4]), tonumber(f[5])
 local lkey = P .. 'l:' .. lid
 if redis.call('LLEN', lkey) < oe then
-  remove(rid)
-  return {2, 'lineage'}
+  return lose('lineage')
 end
 local gen = redis.call('HGET', P .. 'g', lid) or '0'
 local from, to = 0, oe
@@ -224,14 +290,12 @@ if mode == 'hinted' then
   end
   if skipped == -1 then
     if blocks_missing(o, digests) then
-      remove(rid)
-      return {2, 'block'}
+      return lose('block')
     end
     wanted = {}
   elseif skipped > 0 then
     if blocks_missing(o, digests, 1, skipped) then
-      remove(rid)
-      return {2, 'block'}
+      return lose('block')
     end
     wanted = {}
     for i = skipped + 1, #digests do wanted[#wanted + 1] = digests[i] end
@@ -245,15 +309,13 @@ elseif #ARGV > 8 then
   end
   skipped = #checked
   if blocks_missing(o, checked) then
-    remove(rid)
-    return {2, 'block'}
+    return lose('block')
   end
 end
 local blocks = read_blocks(o, wanted)
 for i = 1, #wanted do
   if not blocks[i] then
-    remove(rid)
-    return {2, 'block'}
+    return lose('block')
   end
 end
 local env
@@ -267,8 +329,7 @@ else
   env = redis.call('EXISTS', ekey) == 1 and ''
 end
 if not env then
-  remove(rid)
-  return {2, 'envelope'}
+  return lose('envelope')
 end
 touch(o, rid)
 -- the digests as one string (each is DIGEST_BYTES * 2 hex characters): one reply object, not one per block
@@ -276,53 +337,66 @@ return {1, lid, ie, oe, gen, f[6], env, table.concat(digests), blocks, skipped}
 """
 
 PUT = COMMON + r"""
--- ARGV: P BLOCK SLOT LINEAGE | owner rid now expires own env_digest env_data base_lid base_end base_gen
---       n_input entries bytes owner_entries owner_bytes entry_overhead | digest data ... (input, then output)
+-- ARGV: P BLOCK SLOT LINEAGE | owner rid now expires own env_digest env_data base_lid base_end base_sum
+--       n_input entries bytes owner_entries owner_bytes entry_overhead new_lid keep | digest data ... (input, then
+--       output). base_sum: SHA-1 of the digests the continuation read, joined; new_lid: a random id for a new
+--       lineage; keep: the seconds its data keys live at least (the expiry's TTL and a margin).
 -- Written for few commands (each costs Redis CPU, and the request waits for the script): the references and the
 -- new blocks in one HMGET, one HSET and one MSET, the lineage in one RPUSH, every charge summed and applied once,
 -- and the bounds checked on what those increments return.
 local o, rid, now, expires = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local own, env_dg, env_data = ARGV[9], ARGV[10], ARGV[11]
-local base_lid, base_end, base_gen = ARGV[12], tonumber(ARGV[13]), ARGV[14]
+local base_lid, base_end, base_sum = ARGV[12], tonumber(ARGV[13]), ARGV[14]
 local n_input = tonumber(ARGV[15])
 local max_entries, max_bytes = tonumber(ARGV[16]), tonumber(ARGV[17])
 local owner_entries, owner_bytes, ENTRY = tonumber(ARGV[18]), tonumber(ARGV[19]), tonumber(ARGV[20])
-local FIRST = 21
+local new_lid, keep = ARGV[21], tonumber(ARGV[22])
+local FIRST = 23
 purge(now)
 if redis.call('EXISTS', P .. 'e:' .. rid) == 1 then return {'exists'} end
 local rc = P .. 'rc:' .. o
+if redis.call('EXISTS', rc) == 0 then  -- counts begun now are complete only for an owner that had nothing
+  if owns_nothing(o) then redis.call('HSET', rc, TRUSTED, 1) else flag() end
+end
 local owed = 0  -- bytes charged to the owner and the fleet, applied once below
 
-local lid, start
+-- the continued lineage: extended when this response continues its last slot, else its first slots copied. Either
+-- only when those slots are exactly the ones the continuation read (a lineage cut back and extended again holds
+-- others) and every block is there: else the caller writes the history again
+local lid, start, base = nil, 0, {}
 if base_lid ~= '' then
-  local gen = redis.call('HGET', P .. 'g', base_lid)
-  local len = redis.call('LLEN', P .. 'l:' .. base_lid)
-  if gen ~= base_gen or len < base_end then return {'stale'} end
-  -- a lineage missing a block is never extended nor copied: the caller writes the history again
-  if base_end > 0 and blocks_missing(o, redis.call('LRANGE', P .. 'l:' .. base_lid, 0, base_end - 1)) then
-    return {'stale'}
+  local lkey = P .. 'l:' .. base_lid
+  local len = redis.call('LLEN', lkey)
+  if len < base_end then return {'stale'} end
+  if base_end > 0 then
+    base = redis.call('LRANGE', lkey, 0, base_end - 1)
+    if redis.sha1hex(table.concat(base)) ~= base_sum or blocks_missing(o, base) then return {'stale'} end
   end
   if len == base_end then lid, start = base_lid, base_end end
 end
-if not lid then
-  repeat  -- never a lineage id in use (`P n lin` may have been lost and restarted)
-    lid = tostring(redis.call('HINCRBY', P .. 'n', 'lin', 1))
-  until redis.call('EXISTS', P .. 'l:' .. lid, P .. 'u:' .. lid) == 0 and redis.call('HSETNX', P .. 'g', lid, 0) == 1
-  owed = owed + LINEAGE
-  start = 0
-  if base_lid ~= '' and base_end > 0 then
-    local copied = redis.call('LRANGE', P .. 'l:' .. base_lid, 0, base_end - 1)
-    for i = 1, #copied, 1000 do
-      local chunk = {}
-      for j = i, math.min(i + 999, #copied) do
-        chunk[#chunk + 1] = copied[j]
-        redis.call('HINCRBY', rc, copied[j], 1)
-      end
-      redis.call('RPUSH', P .. 'l:' .. lid, unpack(chunk))
-    end
-    owed = owed + SLOT * #copied
-    start = #copied
+local joined = true  -- whether the lineage's users set can take this response: it exists, or the lineage is new
+if lid then
+  joined = redis.call('EXISTS', P .. 'u:' .. lid) == 1
+  if not joined then flag() end  -- lost: a set begun now would miss the other users
+else
+  lid = new_lid
+  local k = 0
+  while redis.call('EXISTS', P .. 'l:' .. lid, P .. 'u:' .. lid) > 0 do  -- random ids: never in practice
+    k = k + 1
+    lid = new_lid .. '.' .. k
   end
+  redis.call('HSET', P .. 'g', lid, 0)
+  owed = owed + LINEAGE
+  for i = 1, #base, 1000 do
+    local chunk = {}
+    for j = i, math.min(i + 999, #base) do
+      chunk[#chunk + 1] = base[j]
+      redis.call('HINCRBY', rc, base[j], 1)
+    end
+    redis.call('RPUSH', P .. 'l:' .. lid, unpack(chunk))
+  end
+  owed = owed + SLOT * #base
+  start = #base
 end
 
 -- the new blocks and the envelope: a reference each; a block's bytes written when it is new, and written again
@@ -372,29 +446,42 @@ local cost = #own + ENTRY
 owed = owed + cost
 redis.call('HSET', P .. 'e:' .. rid, 'o', o, 'l', lid, 'ie', start + n_input, 'oe', oe, 'own', own,
            'env', env_dg, 'x', expires, 'c', cost)
+-- the data keys the entry needs live at least as long as it does
+keep_for(P .. 'e:' .. rid, keep)
+keep_for(lkey, keep)
+for _, dg in ipairs(base) do keep_for(block_key(o, dg), keep) end
+for _, dg in ipairs(digests) do keep_for(block_key(o, dg), keep) end  -- the new blocks and the envelope
 local n_entries = redis.call('HINCRBY', P .. 'n', 'entries', 1)
 local n_bytes = redis.call('HINCRBY', P .. 'n', 'bytes', owed)
 local o_entries = redis.call('HINCRBY', P .. 'oe', o, 1)
 local o_bytes = redis.call('HINCRBY', P .. 'ob', o, owed)
-redis.call('ZADD', P .. 'u:' .. lid, oe, rid)
+if joined then redis.call('ZADD', P .. 'u:' .. lid, oe, rid) end
 redis.call('ZADD', P .. 'exp', expires, rid)
 touch(o, rid)
 
--- make room: the owner's quota first (its own least recently used), then the fleet's bounds
-local evicted = 0
-local function evict_from(zkey)
+-- make room: the owner's quota first (its own least recently used), then the fleet's bounds. An entry Redis lost
+-- (a ghost) met on the way gives back its count without counting as an eviction
+local evicted, suspect = 0, false
+local function evict_from(zkey, owner, counted)
   local oldest = redis.call('ZRANGE', zkey, 0, 1)
   for _, candidate in ipairs(oldest) do
     if candidate ~= rid then
-      remove(candidate)
-      evicted = evicted + 1
+      if remove(candidate, owner) then evicted = evicted + 1 end
       return true
     end
   end
+  -- nothing left to evict, yet the bound is broken while other entries are counted: the index or the figures are
+  -- wrong (an index lost, ghosts), and a recount makes room
+  if counted() > 1 then
+    suspect = true
+    flag()
+  end
   return false
 end
+local function owner_count() return tonumber(redis.call('HGET', P .. 'oe', o) or 0) end
+local function fleet_count() return figures()[1] end
 local function owner_over()
-  if owner_entries > 0 and tonumber(redis.call('HGET', P .. 'oe', o) or 0) > owner_entries then return true end
+  if owner_entries > 0 and owner_count() > owner_entries then return true end
   return owner_bytes > 0 and tonumber(redis.call('HGET', P .. 'ob', o) or 0) > owner_bytes
 end
 local function fleet_over()
@@ -404,24 +491,21 @@ end
 local ok = true
 local over = (owner_entries > 0 and o_entries > owner_entries) or (owner_bytes > 0 and o_bytes > owner_bytes)
 if over then
-  while ok and owner_over() do ok = evict_from(P .. 'lru:' .. o) end
+  while ok and owner_over() do ok = evict_from(P .. 'lru:' .. o, o, owner_count) end
 end
-if ok and (evicted > 0 or n_entries > max_entries or n_bytes > max_bytes) then
-  while ok and fleet_over() do ok = evict_from(P .. 'lru') end
+if ok and (evicted > 0 or over or n_entries > max_entries or n_bytes > max_bytes) then
+  while ok and fleet_over() do ok = evict_from(P .. 'lru', nil, fleet_count) end
 end
 if evicted > 0 then redis.call('HINCRBY', P .. 'n', 'evictions', evicted) end
 if not ok then
-  remove(rid)
+  remove(rid, o)
   local n = figures()
-  return {'full', n[1], n[2], evicted}
+  return {'full', n[1], n[2], evicted, suspect and 1 or 0}
 end
 redis.call('HINCRBY', P .. 'n', 'writes', 1)
-if evicted > 0 then
-  local n = figures()
-  n_entries, n_bytes = n[1], n[2]
-end
+local n = figures()
 -- and where the response now lies (lineage, its generation, its end): the writer's hint for the next turn
-return {'ok', n_entries, n_bytes, evicted, lid, redis.call('HGET', P .. 'g', lid) or '0', oe}
+return {'ok', n[1], n[2], evicted, lid, redis.call('HGET', P .. 'g', lid) or '0', oe}
 """
 
 DELETE = COMMON + r"""
@@ -435,7 +519,8 @@ if not f and not lost then
   return {0, n[1], n[2]}
 end
 lost = lost or broken(o, f)
-remove(rid)
+remove(rid, o)
+if lost then flag() end
 local n = figures()
 if lost then return {2, n[1], n[2], lost} end
 redis.call('HINCRBY', P .. 'n', 'deletions', 1)
@@ -443,12 +528,12 @@ return {1, n[1], n[2]}
 """
 
 FIGURES = COMMON + r"""
--- ARGV: P BLOCK SLOT LINEAGE | now [owner]: the fleet's figures after dropping what expired (best-effort), and
--- whether the figures hash exists at all
+-- ARGV: P BLOCK SLOT LINEAGE | now [owner]: the fleet's figures after dropping what expired (best-effort), whether
+-- the figures hash exists at all, and whether a script flagged bookkeeping it could not trust
 purge_softly(tonumber(ARGV[5]))
 local n = redis.call('HMGET', P .. 'n', 'entries', 'bytes', 'writes', 'evictions', 'expirations', 'deletions')
 local owner = {0, 0}
 if ARGV[6] then owner = {redis.call('HGET', P .. 'oe', ARGV[6]) or 0, redis.call('HGET', P .. 'ob', ARGV[6]) or 0} end
 return {n[1] or 0, n[2] or 0, n[3] or 0, n[4] or 0, n[5] or 0, n[6] or 0, owner[1], owner[2],
-        redis.call('EXISTS', P .. 'n')}
+        redis.call('EXISTS', P .. 'n'), redis.call('EXISTS', P .. 'dirty')}
 """

@@ -2,8 +2,11 @@
 
 EVICT frees room when Redis refuses a PUT for memory (its `maxmemory` under `noeviction`): it removes the fleet's
 least recently used entries, and its first write is a DEL, which a full Redis never refuses. RECOUNT rebuilds
-every derived key and figure from the entries that really exist, after Redis lost keys behind Maya's back (an
-eviction, a flush, a person's DEL): broken entries and orphan blocks go, and the counters become true again.
+every bookkeeping key and figure from the data keys that really exist, after Redis lost keys behind Maya's back
+(an eviction, a flush, a person's DEL) or a script flagged bookkeeping it could not trust (`P dirty`): broken
+entries (a data key they need is gone) and unreferenced blocks go, and the counts become complete again. It is the
+only script that deletes a block no count vouches for, and it never deletes an entry whose data keys are all
+there.
 Both are run rarely (`store/redis.py` loads them on a probe, while Redis has room to compile them), so they live
 apart from the scripts every request runs (`store/redis_lua.py`, whose COMMON functions and key layout they share):
 
@@ -14,15 +17,16 @@ from .redis_lua import COMMON
 
 EVICT = COMMON + r"""
 -- ARGV: P BLOCK SLOT LINEAGE | want most: Redis refused a PUT for memory; remove the fleet's least recently used
--- entries until `want` bytes (as counted) are freed, at most `most` of them. {evicted, freed, entries, bytes}
+-- entries until `want` bytes (as counted) are freed, at most `most` of them (ghosts, entries Redis lost, are
+-- dropped on the way and not counted as evictions). {evicted, freed, entries, bytes}
 local want, most = tonumber(ARGV[5]), tonumber(ARGV[6])
 local before = figures()[2]
-local count = 0
-while count < most do
+local count, looked = 0, 0
+while looked < most do
+  looked = looked + 1
   local oldest = redis.call('ZRANGE', P .. 'lru', 0, 0)
   if #oldest == 0 then break end
-  remove(oldest[1])
-  count = count + 1
+  if remove(oldest[1], nil) then count = count + 1 end
   if before - figures()[2] >= want then break end
 end
 if count > 0 then redis.call('HINCRBY', P .. 'n', 'evictions', count) end
@@ -33,11 +37,15 @@ return {count, before - n[2], n[1], n[2]}
 RECOUNT = COMMON + r"""
 -- ARGV: P BLOCK SLOT LINEAGE | most_named fresh_generation
 -- Rebuild everything derived from the entries that really exist: drop broken entries (a field, the lineage's
--- length, a block or the envelope missing), then users sets, lineage lengths, generations of lineages in use,
--- rc hashes, orphan blocks, per-owner bytes and entries, the fleet's entries, bytes, seq and lin, the lru, owner lru
--- and expiry sets. Bounded by the keys under P (SCAN: the store's own bounds bound them).
+-- length, a block or the envelope missing), then users sets, lineage lengths (a lineage cut back gets a fresh
+-- generation), generations of lineages in use, complete rc hashes, orphan blocks, per-owner bytes and entries, the
+-- fleet's entries, bytes and seq, the lru, owner lru and expiry sets. Bounded by the keys under P (SCAN: the
+-- store's own bounds bound them).
 -- {entries, bytes, broken, orphan blocks, rid, kind, ... (the first `most_named` broken entries)}
 local most_named = tonumber(ARGV[5])
+local fresh = ARGV[6]  -- a generation no continuation in flight holds (the replica's clock, in µs: no TIME,
+                      -- which the least-privilege ACL of docs/deployment.md does not grant)
+redis.call('DEL', P .. 'dirty')  -- what any script flagged is rebuilt now
 local GLOB = (P:gsub('[%*%?%[%]\\]', '\\%0'))
 
 local function scan(pattern)
@@ -162,8 +170,8 @@ for _, rid in ipairs(order) do
   end
 end
 
--- lineages: cut back to their longest use, drop the unused, rebuild users sets and generations
-local maxlin = 0
+-- lineages: cut back to their longest use (a new generation: the block cache's hints for it are stale), drop the
+-- unused, rebuild users sets and generations
 for _, key in ipairs(scan('l:*')) do
   local lid = strip(key, 'l:')
   local lin = used[lid]
@@ -171,20 +179,14 @@ for _, key in ipairs(scan('l:*')) do
     redis.call('DEL', key)
   elseif redis.call('LLEN', key) > lin.top then
     redis.call('LTRIM', key, 0, lin.top - 1)
+    redis.call('HSET', P .. 'g', lid, fresh)
   end
-  maxlin = math.max(maxlin, tonumber(lid) or 0)
 end
-for _, key in ipairs(scan('u:*')) do
-  redis.call('DEL', key)
-  maxlin = math.max(maxlin, tonumber(strip(key, 'u:')) or 0)
-end
+for _, key in ipairs(scan('u:*')) do redis.call('DEL', key) end
 local gens = redis.call('HGETALL', P .. 'g')
 for i = 1, #gens, 2 do
   if not used[gens[i]] then redis.call('HDEL', P .. 'g', gens[i]) end
-  maxlin = math.max(maxlin, tonumber(gens[i]) or 0)
 end
-local fresh = ARGV[6]  -- a generation no continuation in flight holds (the replica's clock, in µs: no TIME,
-                      -- which the least-privilege ACL of docs/deployment.md does not grant)
 for lid, lin in pairs(used) do
   local ukey = P .. 'u:' .. lid
   for i = 1, #lin.users, 1000 do
@@ -204,7 +206,7 @@ end
 -- refcounts and blocks: orphans deleted, the referenced ones charged
 for _, key in ipairs(scan('rc:*')) do redis.call('DEL', key) end
 for o, counts in pairs(rc) do
-  local args = {}
+  local args = {TRUSTED, 1}
   for dg, k in pairs(counts) do
     args[#args + 1] = dg
     args[#args + 1] = k
@@ -261,10 +263,9 @@ for rid, e in pairs(entries) do
   redis.call('ZADD', P .. 'lru:' .. e.o, 'NX', score, rid)
   redis.call('ZADD', P .. 'exp', e.x, rid)
 end
-local n = redis.call('HMGET', P .. 'n', 'seq', 'lin')
+local n = redis.call('HMGET', P .. 'n', 'seq')
 redis.call('HSET', P .. 'n', 'entries', count, 'bytes', string.format('%d', total),
-           'seq', string.format('%d', math.max(seq, tonumber(n[1]) or 0)),
-           'lin', string.format('%d', math.max(maxlin, tonumber(n[2]) or 0)))
+           'seq', string.format('%d', math.max(seq, tonumber(n[1]) or 0)))
 local out = {count, total, #lost, orphans}
 for i = 1, math.min(#lost, most_named) do
   out[#out + 1] = lost[i][1]
