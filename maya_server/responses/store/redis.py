@@ -423,7 +423,8 @@ class RedisStore:
         args: list = [scope, response_id, now, now + s.cache_ttl_s, own, digest(envelope), envelope,
                       base.lineage if base else "", base.end if base else 0, base.checksum if base else "",
                       n_input, s.cache_entries, s.cache_bytes, s.owner_entries, s.owner_bytes, ENTRY_OVERHEAD,
-                      secrets.token_hex(LINEAGE_ID_BYTES), int(s.cache_ttl_s) + DATA_TTL_MARGIN_S]
+                      secrets.token_hex(LINEAGE_ID_BYTES), int(s.cache_ttl_s) + DATA_TTL_MARGIN_S,
+                      int(s.cache_ttl_s) + DATA_TTL_MARGIN_S // 2]
         for pair in pairs:
             args.extend(pair)
         return await self._run("PUT", args)

@@ -1,14 +1,17 @@
 """What Redis will do with Maya's keys: its `maxmemory` and `maxmemory-policy`, read with `CONFIG GET`.
 
-Why Maya looks: every key it writes (entries, blocks, lineages, counters, task records, the scope salt) is one
-the store and the tasks count on, and none has a TTL of its own (entries expire by Maya's own clock, checked by
-its scripts). So:
+Why Maya looks: of the keys it writes, only a stored response's data keys (its entry, lineage and blocks,
+`redis_lua.py`) and the engine replicas' affinity hints carry a TTL; the store's bookkeeping (counts, indexes,
+figures), the task records and the scope salt carry none (entries expire by Maya's own clock, checked by its
+scripts). So:
 
-- an `allkeys-*` policy lets Redis evict any of them at `maxmemory`: a WARNING naming the fix, and fatal at
-  start-up with `--store-require-noeviction`;
-- a `volatile-*` policy evicts only keys with a TTL: of Maya's, only the engine replicas' affinity hints
-  (`redis_affinity.py`, `PX`), which are hints; at `maxmemory` with nothing volatile to evict Redis refuses
-  writes as `noeviction` does (a 503, reason `oom`). Not a warning;
+- an `allkeys-*` policy lets Redis evict any of them at `maxmemory`: a stored response, a part of one, a task's
+  record, a count the store then cannot trust until it recounts. A WARNING naming the fix, and fatal at start-up
+  with `--store-require-noeviction`;
+- a `volatile-*` policy evicts only keys with a TTL: stored responses' data keys (a response that needs an evicted
+  one is a 404 `stored_response_lost`, nothing else is touched) and affinity hints; at `maxmemory` with nothing
+  volatile to evict Redis refuses writes as `noeviction` does (a 503, reason `oom`, after Maya's own eviction).
+  Not a warning: what it costs is what a full store costs, bounded to the responses Redis chose;
 - Maya's byte limit (`MAYA_GLM_RESPONSES_CACHE_BYTES`) above `maxmemory` (not 0) means Redis fills before Maya's own
   LRU eviction starts: a WARNING too.
 
@@ -32,7 +35,8 @@ KINDS = (EVICTING, BYTES_OVER, UNREADABLE)
 
 
 def evicts_maya_keys(policy: str | None) -> bool:
-    """Whether Redis may evict keys Maya owns under `policy` (only keys with a TTL under `volatile-*`: none)."""
+    """Whether Redis may evict any key Maya owns under `policy` (under `volatile-*`, only the data keys of stored
+    responses and affinity hints, which carry a TTL)."""
     return policy is not None and policy.startswith(EVICTING_PREFIX)
 
 

@@ -338,20 +338,21 @@ return {1, lid, ie, oe, gen, f[6], env, table.concat(digests), blocks, skipped}
 
 PUT = COMMON + r"""
 -- ARGV: P BLOCK SLOT LINEAGE | owner rid now expires own env_digest env_data base_lid base_end base_sum
---       n_input entries bytes owner_entries owner_bytes entry_overhead new_lid keep | digest data ... (input, then
---       output). base_sum: SHA-1 of the digests the continuation read, joined; new_lid: a random id for a new
---       lineage; keep: the seconds its data keys live at least (the expiry's TTL and a margin).
--- Written for few commands (each costs Redis CPU, and the request waits for the script): the references and the
--- new blocks in one HMGET, one HSET and one MSET, the lineage in one RPUSH, every charge summed and applied once,
--- and the bounds checked on what those increments return.
+--       n_input entries bytes owner_entries owner_bytes entry_overhead new_lid keep renew | digest data ... (input,
+--       then output). base_sum: SHA-1 of the digests the continuation read, joined; new_lid: a random id for a new
+--       lineage; keep: the seconds its data keys live at least (the expiry's TTL and a margin); renew: a lineage
+--       with less TTL left than this has its blocks' TTLs extended.
+-- Written for few commands (each costs Redis CPU, and the request waits for the script): the references in one
+-- HMGET and one HSET, the lineage in one RPUSH, every charge summed and applied once, the bounds checked on what
+-- those increments return, and the TTLs of a long history's blocks extended only when its lineage's runs short.
 local o, rid, now, expires = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local own, env_dg, env_data = ARGV[9], ARGV[10], ARGV[11]
 local base_lid, base_end, base_sum = ARGV[12], tonumber(ARGV[13]), ARGV[14]
 local n_input = tonumber(ARGV[15])
 local max_entries, max_bytes = tonumber(ARGV[16]), tonumber(ARGV[17])
 local owner_entries, owner_bytes, ENTRY = tonumber(ARGV[18]), tonumber(ARGV[19]), tonumber(ARGV[20])
-local new_lid, keep = ARGV[21], tonumber(ARGV[22])
-local FIRST = 23
+local new_lid, keep, renew = ARGV[21], tonumber(ARGV[22]), tonumber(ARGV[23])
+local FIRST = 24
 purge(now)
 if redis.call('EXISTS', P .. 'e:' .. rid) == 1 then return {'exists'} end
 local rc = P .. 'rc:' .. o
@@ -418,15 +419,16 @@ for i = 1, #digests, 1000 do
     if counts[dg] == nil then counts[dg] = tonumber(count) or 0 end
   end
 end
-local refs, fresh = {}, {}
-local seen = {}
+local refs, seen = {}, {}
 for i, dg in ipairs(digests) do
-  if counts[dg] == 0 and not seen[dg] then
-    fresh[#fresh + 1] = block_key(o, dg)
-    fresh[#fresh + 1] = data[i]
-    owed = owed + #data[i] + BLOCK
-  elseif counts[dg] > 0 and not seen[dg] then
-    redis.call('SET', block_key(o, dg), data[i], 'NX')
+  if not seen[dg] then
+    local key = block_key(o, dg)
+    if counts[dg] == 0 then
+      redis.call('SET', key, data[i], 'EX', keep)
+      owed = owed + #data[i] + BLOCK
+    elseif not redis.call('SET', key, data[i], 'NX', 'EX', keep) then
+      keep_for(key, keep)
+    end
   end
   seen[dg] = true
   counts[dg] = counts[dg] + 1
@@ -436,21 +438,22 @@ for dg, count in pairs(counts) do
   refs[#refs + 1] = count
 end
 for i = 1, #refs, 1000 do redis.call('HSET', rc, unpack(refs, i, math.min(i + 999, #refs))) end
-for i = 1, #fresh, 1000 do redis.call('MSET', unpack(fresh, i, math.min(i + 999, #fresh))) end
 
 local lkey = P .. 'l:' .. lid
 for i = 1, n_blocks, 1000 do redis.call('RPUSH', lkey, unpack(digests, i, math.min(i + 999, n_blocks))) end
+-- the data keys the entry needs live at least as long as it does. A lineage's TTL is raised only with every block
+-- of it (and blocks appended get more), so it never outlives them: while it still has `renew` left, they do too
+if redis.call('TTL', lkey) < renew then
+  for _, dg in ipairs(base) do keep_for(block_key(o, dg), keep) end
+  keep_for(lkey, keep)
+end
 local oe = start + n_blocks
 owed = owed + SLOT * n_blocks
 local cost = #own + ENTRY
 owed = owed + cost
 redis.call('HSET', P .. 'e:' .. rid, 'o', o, 'l', lid, 'ie', start + n_input, 'oe', oe, 'own', own,
            'env', env_dg, 'x', expires, 'c', cost)
--- the data keys the entry needs live at least as long as it does
 keep_for(P .. 'e:' .. rid, keep)
-keep_for(lkey, keep)
-for _, dg in ipairs(base) do keep_for(block_key(o, dg), keep) end
-for _, dg in ipairs(digests) do keep_for(block_key(o, dg), keep) end  -- the new blocks and the envelope
 local n_entries = redis.call('HINCRBY', P .. 'n', 'entries', 1)
 local n_bytes = redis.call('HINCRBY', P .. 'n', 'bytes', owed)
 local o_entries = redis.call('HINCRBY', P .. 'oe', o, 1)

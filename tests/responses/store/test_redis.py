@@ -13,6 +13,7 @@ from maya_server.config import ServerConfig, build_config
 from maya_server.errors import ConfigError, NotFoundError, StoreUnavailableError
 from maya_server.http.auth import owner_of
 from maya_server.responses.settings import ResponsesSettings
+from maya_server.responses.store import redis_lua
 from maya_server.responses.store.opening import shown_url
 
 from tests.redis_server import RedisServer, command, free_port
@@ -48,6 +49,46 @@ def test_the_bytes_counted_are_the_bytes_redis_holds(text_size):
     finally:
         store.close()
     assert 0.85 * held <= counted <= 1.15 * held, f"counted {counted}, Redis holds {held}"
+
+
+DATA_KINDS = ("e:", "l:", "b:")
+
+
+def test_only_data_keys_carry_a_ttl_and_it_outlasts_the_responses_that_need_them():
+    """Under `volatile-*` Redis may evict only keys with a TTL: a response's data keys (its entry, lineage, blocks)
+    carry one, at least the response's own expiry, so Redis can never take the bookkeeping (counts, users sets,
+    indexes, figures); a later turn extends what it shares with earlier ones."""
+    ttl_s = 600
+    store = open_sync_store("redis", ResponsesSettings(cache_ttl_s=ttl_s))
+    url = shared_redis().url
+    try:
+        put_chain(store, "owner", 3)
+        base = store.begin("owner", "r1")
+        store.put("owner", response("branch", answer("b-out")), [item("b-in")], base)  # a copied lineage
+        base.release()
+        store.put("owner", response("single", answer("s-out")), [item("s-in")])
+        kinds = {"data": 0, "bookkeeping": 0}
+        for name in keys_of(store):
+            short = name.decode().removeprefix(store.store.prefix)
+            ttl = command(url, "TTL", name)
+            if short.startswith(DATA_KINDS):
+                kinds["data"] += 1
+                assert ttl_s < ttl <= ttl_s + redis_lua.DATA_TTL_MARGIN_S, (short, ttl)
+            else:
+                kinds["bookkeeping"] += 1
+                assert ttl == -1, (short, ttl)
+        assert kinds["data"] >= 12 and kinds["bookkeeping"] >= 8, kinds
+        lineage = store.store.prefix + "l:" + command(url, "HGET", store.store.prefix + "e:r0", "l").decode()
+        command(url, "EXPIRE", lineage, 60)  # as if written long ago: the next turn extends it and its blocks
+        first_block = store.store.prefix + "b:" + command(url, "HGET", store.store.prefix + "e:r0", "o").decode() \
+            + ":" + command(url, "LINDEX", lineage, 0).decode()
+        command(url, "EXPIRE", first_block, 60)
+        base = store.begin("owner", "r2")
+        store.put("owner", response("r3", answer("r3-out")), [item("r3-in")], base)
+        base.release()
+        assert command(url, "TTL", lineage) > ttl_s and command(url, "TTL", first_block) > ttl_s
+    finally:
+        store.close()
 
 
 def test_deleting_everything_leaves_no_key_but_the_figures():
