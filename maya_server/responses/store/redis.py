@@ -76,7 +76,8 @@ ENTRY_OVERHEAD = 600
 and expiry sets (~60)."""
 DIGEST_BYTES = 12
 LINEAGE_ID_BYTES = 8
-"""A new lineage's random id (16 hex characters): never handed out twice, whatever Redis loses."""
+"""A new lineage's random id, and a recount's generation token (16 hex characters): never handed out twice, whatever
+Redis loses."""
 EVICT_MOST = 64
 """The most entries one `EVICT` removes when Redis refuses a write for memory (one script: it bounds its time)."""
 EVICT_ROUNDS = 4
@@ -113,11 +114,6 @@ class RedisHistory:
     blocks: list[Block]
     reserved: int
     released: bool = False
-
-    @property
-    def checksum(self) -> str:
-        """What PUT compares with the lineage's first slots (`redis_lua.PUT`): the digests this history read."""
-        return hashlib.sha1("".join(self.digests).encode()).hexdigest()
 
     @property
     def history_bytes(self) -> int:
@@ -247,7 +243,8 @@ class RedisStore:
 
     async def recount(self) -> None:
         """Rebuild the derived keys and figures from the entries that exist; broken entries are removed."""
-        args = [self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES, LOST_NAMED, time.time_ns() // 1000]
+        args = [self.prefix, self.block_overhead, SLOT_BYTES, LINEAGE_BYTES, LOST_NAMED,
+                secrets.token_hex(LINEAGE_ID_BYTES)]
         timeout = max(RECOUNT_TIMEOUT_S, self.link.command_timeout)
         started = time.perf_counter()
         got = await self.link.command(lambda: self._recount_script(keys=[], args=args), timeout=timeout)
@@ -421,7 +418,7 @@ class RedisStore:
         s = self.settings
         now = self.clock()
         args: list = [scope, response_id, now, now + s.cache_ttl_s, own, digest(envelope), envelope,
-                      base.lineage if base else "", base.end if base else 0, base.checksum if base else "",
+                      base.lineage if base else "", base.end if base else 0, base.generation if base else "",
                       n_input, s.cache_entries, s.cache_bytes, s.owner_entries, s.owner_bytes, ENTRY_OVERHEAD,
                       secrets.token_hex(LINEAGE_ID_BYTES), int(s.cache_ttl_s) + DATA_TTL_MARGIN_S,
                       int(s.cache_ttl_s) + DATA_TTL_MARGIN_S // 2]

@@ -19,8 +19,10 @@ never the bookkeeping:
 Bookkeeping keys: derived from the data keys, no TTL; RECOUNT (`store/redis_upkeep_lua.py`) rebuilds them all:
 
     P u:LID        zset   the lineage's users: response id -> the end of the slice it uses
-    P g            hash   lineage id -> generation, changed whenever the lineage is cut back (the block cache's
-                          hints, `store/block_cache.py`)
+    P g            hash   lineage id -> generation: '0' when new, and a token never used before (the id of the
+                          response whose removal cut it back, or RECOUNT's random one) whenever it is cut back. A
+                          continuation extends or copies the lineage only at the generation it read, so only slots
+                          it read; a generation lost is no generation (the history is written again)
     P rc:O         hash   digest -> references (lineage slots and entries) to that block; the field `#` says the
                           counts are complete (written by RECOUNT or for an owner that had nothing)
     P lru, P lru:O zset   response id -> last use (a shared sequence): the fleet's and the owner's LRU order
@@ -40,7 +42,7 @@ bookkeeping key is missing: a block is deleted only when a complete `rc:O` count
 lineage cut back only when its users set exists and the response really left it; an unknown count leaves the
 block where it is and flags a recount. An entry Redis lost still gives back its place in the figures (a ghost).
 PUT writes a block again when its refcount says it exists but its key is gone, and extends or copies a lineage
-only when its first slots are exactly the digests the continuation read (a checksum) and all there. Reads never
+only at the generation the continuation read and with every block there. Reads never
 need to write: their LRU touch and expiry purge are best-effort, since Redis at `maxmemory` under `noeviction`
 refuses a script's first memory-growing write (not a DEL, ZREM or HDEL, and nothing once the script has written).
 Freeing room on a full Redis and rebuilding the bookkeeping are `store/redis_upkeep_lua.py`'s.
@@ -141,7 +143,7 @@ local function settle(o, lid, rid)
   if keep < len then
     drop_slots(o, lkey, keep, len)
     if keep == 0 then redis.call('DEL', lkey) else redis.call('LTRIM', lkey, 0, keep - 1) end
-    redis.call('HINCRBY', P .. 'g', lid, 1)
+    redis.call('HSET', P .. 'g', lid, rid)  -- response ids are never reused: a generation never seen before
   end
 end
 
@@ -277,7 +279,7 @@ local lkey = P .. 'l:' .. lid
 if redis.call('LLEN', lkey) < oe then
   return lose('lineage')
 end
-local gen = redis.call('HGET', P .. 'g', lid) or '0'
+local gen = redis.call('HGET', P .. 'g', lid) or ''
 local from, to = 0, oe
 if mode == 'response' then from = ie elseif mode == 'input' then to = ie end
 local digests = {}
@@ -337,17 +339,16 @@ return {1, lid, ie, oe, gen, f[6], env, table.concat(digests), blocks, skipped}
 """
 
 PUT = COMMON + r"""
--- ARGV: P BLOCK SLOT LINEAGE | owner rid now expires own env_digest env_data base_lid base_end base_sum
+-- ARGV: P BLOCK SLOT LINEAGE | owner rid now expires own env_digest env_data base_lid base_end base_gen
 --       n_input entries bytes owner_entries owner_bytes entry_overhead new_lid keep renew | digest data ... (input,
---       then output). base_sum: SHA-1 of the digests the continuation read, joined; new_lid: a random id for a new
---       lineage; keep: the seconds its data keys live at least (the expiry's TTL and a margin); renew: a lineage
---       with less TTL left than this has its blocks' TTLs extended.
+--       then output). new_lid: a random id for a new lineage; keep: the seconds its data keys live at least (the
+--       expiry's TTL and a margin); renew: a lineage with less TTL left than this has its blocks' TTLs extended.
 -- Written for few commands (each costs Redis CPU, and the request waits for the script): the references in one
 -- HMGET and one HSET, the lineage in one RPUSH, every charge summed and applied once, the bounds checked on what
 -- those increments return, and the TTLs of a long history's blocks extended only when its lineage's runs short.
 local o, rid, now, expires = ARGV[5], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
 local own, env_dg, env_data = ARGV[9], ARGV[10], ARGV[11]
-local base_lid, base_end, base_sum = ARGV[12], tonumber(ARGV[13]), ARGV[14]
+local base_lid, base_end, base_gen = ARGV[12], tonumber(ARGV[13]), ARGV[14]
 local n_input = tonumber(ARGV[15])
 local max_entries, max_bytes = tonumber(ARGV[16]), tonumber(ARGV[17])
 local owner_entries, owner_bytes, ENTRY = tonumber(ARGV[18]), tonumber(ARGV[19]), tonumber(ARGV[20])
@@ -362,16 +363,16 @@ end
 local owed = 0  -- bytes charged to the owner and the fleet, applied once below
 
 -- the continued lineage: extended when this response continues its last slot, else its first slots copied. Either
--- only when those slots are exactly the ones the continuation read (a lineage cut back and extended again holds
--- others) and every block is there: else the caller writes the history again
+-- only at the generation the continuation read (so those slots are the ones it read: a lineage is only appended to
+-- between cut-backs) and with every block there: else the caller writes the history again
 local lid, start, base = nil, 0, {}
 if base_lid ~= '' then
   local lkey = P .. 'l:' .. base_lid
-  local len = redis.call('LLEN', lkey)
-  if len < base_end then return {'stale'} end
+  local gen, len = redis.call('HGET', P .. 'g', base_lid), redis.call('LLEN', lkey)
+  if not gen or gen ~= base_gen or len < base_end then return {'stale'} end
   if base_end > 0 then
     base = redis.call('LRANGE', lkey, 0, base_end - 1)
-    if redis.sha1hex(table.concat(base)) ~= base_sum or blocks_missing(o, base) then return {'stale'} end
+    if blocks_missing(o, base) then return {'stale'} end
   end
   if len == base_end then lid, start = base_lid, base_end end
 end
@@ -508,7 +509,7 @@ end
 redis.call('HINCRBY', P .. 'n', 'writes', 1)
 local n = figures()
 -- and where the response now lies (lineage, its generation, its end): the writer's hint for the next turn
-return {'ok', n[1], n[2], evicted, lid, redis.call('HGET', P .. 'g', lid) or '0', oe}
+return {'ok', n[1], n[2], evicted, lid, redis.call('HGET', P .. 'g', lid) or '', oe}
 """
 
 DELETE = COMMON + r"""
@@ -532,11 +533,17 @@ return {1, n[1], n[2]}
 
 FIGURES = COMMON + r"""
 -- ARGV: P BLOCK SLOT LINEAGE | now [owner]: the fleet's figures after dropping what expired (best-effort), whether
--- the figures hash exists at all, and whether a script flagged bookkeeping it could not trust
+-- the figures hash exists at all, and whether bookkeeping is to be rebuilt (a script flagged it, or an index is gone)
 purge_softly(tonumber(ARGV[5]))
 local n = redis.call('HMGET', P .. 'n', 'entries', 'bytes', 'writes', 'evictions', 'expirations', 'deletions')
 local owner = {0, 0}
 if ARGV[6] then owner = {redis.call('HGET', P .. 'oe', ARGV[6]) or 0, redis.call('HGET', P .. 'ob', ARGV[6]) or 0} end
+-- the fleet's indexes and figures all exist while entries are counted: one gone (a hand DEL raises no evicted_keys)
+-- is bookkeeping to rebuild too
+local flagged = redis.call('EXISTS', P .. 'dirty')
+if (tonumber(n[1]) or 0) > 0 and redis.call('EXISTS', P .. 'lru', P .. 'exp', P .. 'g', P .. 'ob', P .. 'oe') < 5 then
+  flagged = 1
+end
 return {n[1] or 0, n[2] or 0, n[3] or 0, n[4] or 0, n[5] or 0, n[6] or 0, owner[1], owner[2],
-        redis.call('EXISTS', P .. 'n'), redis.call('EXISTS', P .. 'dirty')}
+        redis.call('EXISTS', P .. 'n'), flagged}
 """

@@ -43,8 +43,8 @@ RECOUNT = COMMON + r"""
 -- store's own bounds bound them).
 -- {entries, bytes, broken, orphan blocks, rid, kind, ... (the first `most_named` broken entries)}
 local most_named = tonumber(ARGV[5])
-local fresh = ARGV[6]  -- a generation no continuation in flight holds (the replica's clock, in µs: no TIME,
-                      -- which the least-privilege ACL of docs/deployment.md does not grant)
+local fresh = ARGV[6]  -- a generation never used before (random, from the replica), so no continuation in flight
+                      -- holds it
 redis.call('DEL', P .. 'dirty')  -- what any script flagged is rebuilt now
 local GLOB = (P:gsub('[%*%?%[%]\\]', '\\%0'))
 
