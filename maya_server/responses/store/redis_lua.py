@@ -113,7 +113,6 @@ local function block_drop(o, dg)
   local size = redis.call('STRLEN', key)
   redis.call('DEL', key)
   charge(o, -(size + BLOCK))
-  if redis.call('HLEN', rc) == 1 then redis.call('DEL', rc) end  -- the owner's last block: nothing left to count
 end
 
 local function drop_slots(o, lkey, from, len)
@@ -173,12 +172,14 @@ local function remove(rid, owner)
     if listed or owned then flag() end
     return false
   end
-  redis.call('ZREM', P .. 'lru:' .. o, rid)
+  if o ~= owner then redis.call('ZREM', P .. 'lru:' .. o, rid) end
   redis.call('HINCRBY', P .. 'n', 'entries', -1)
   if redis.call('HINCRBY', P .. 'oe', o, -1) <= 0 then redis.call('HDEL', P .. 'oe', o) end
   charge(o, -(tonumber(f[3]) or 0))
   if f[4] then block_drop(o, f[4]) end
   if lid then settle(o, lid, rid) end
+  local rc = P .. 'rc:' .. o
+  if redis.call('HLEN', rc) == 1 then redis.call('DEL', rc) end  -- only `#` left: the owner has nothing to count
   return true
 end
 
@@ -454,7 +455,7 @@ local cost = #own + ENTRY
 owed = owed + cost
 redis.call('HSET', P .. 'e:' .. rid, 'o', o, 'l', lid, 'ie', start + n_input, 'oe', oe, 'own', own,
            'env', env_dg, 'x', expires, 'c', cost)
-keep_for(P .. 'e:' .. rid, keep)
+redis.call('EXPIRE', P .. 'e:' .. rid, keep)
 local n_entries = redis.call('HINCRBY', P .. 'n', 'entries', 1)
 local n_bytes = redis.call('HINCRBY', P .. 'n', 'bytes', owed)
 local o_entries = redis.call('HINCRBY', P .. 'oe', o, 1)
