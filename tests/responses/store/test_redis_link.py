@@ -13,6 +13,7 @@ from maya_server.errors import NotFoundError, StoreUnavailableError
 from maya_server.http.auth import owner_of
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.opening import open_store
+from maya_server.responses.store.redis_link import REFUSALS
 
 from tests.redis_server import RedisServer, command
 from tests.responses.store_backends import SyncStore, open_sync_store, shared_redis, unique_prefix
@@ -91,16 +92,21 @@ def test_a_secret_file_fixes_the_secret_whatever_redis_holds(tmp_path):
 
 
 @pytest.mark.parametrize("code, reason", [("READONLY", "readonly"), ("LOADING", "loading"),
-                                          ("MASTERDOWN", "masterdown"), ("OOM", "oom")])
+                                          ("MASTERDOWN", "masterdown"), ("OOM", "oom"), ("BUSY", "busy"),
+                                          ("MISCONF", "misconf"), ("NOREPLICAS", "noreplicas"),
+                                          ("NOPERM", "noperm")])
 def test_each_refusal_redis_names_is_a_503_with_its_reason(code, reason):
     """Redis's own errors, raised by a script with `redis.error_reply` (what a refused call inside a script
-    gives: the code first)."""
+    gives: the code first). Each is its own reason and its own message (`REFUSALS`), which names the code (but
+    `oom`'s, which says maxmemory): a client and an operator learn which refusal it was, not just "unavailable"."""
     store = open_sync_store("redis", ResponsesSettings())
     try:
         refuse = store.store.link.script(f"return redis.error_reply('{code} refused here')")
         with pytest.raises(StoreUnavailableError) as raised:
             store.loop.run_until_complete(refuse([]))
         assert raised.value.reason == reason and raised.value.code == "store_unavailable"
+        assert raised.value.status == 503 and raised.value.message == REFUSALS[reason]
+        assert (code in raised.value.message) if reason != "oom" else ("maxmemory" in raised.value.message)
         assert (code in str(raised.value)) or reason == "oom"
         assert store.store.link.figures.healthy is (reason == "oom")  # oom: the store frees room itself
         unknown = store.store.link.script("return redis.error_reply('WHATEVER a bug')")
