@@ -256,8 +256,8 @@ end
 prune(P .. 'exp', function(rid) return entries[rid] ~= nil end)
 for rid, e in pairs(entries) do
   local score = redis.call('ZSCORE', P .. 'lru', rid)
-  if not score then
-    score = 0
+  if not score then  -- its last use as the owner's index has it, else the first to go
+    score = redis.call('ZSCORE', P .. 'lru:' .. e.o, rid) or 0
     redis.call('ZADD', P .. 'lru', score, rid)
   end
   redis.call('ZADD', P .. 'lru:' .. e.o, 'NX', score, rid)

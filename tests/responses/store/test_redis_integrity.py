@@ -238,6 +238,48 @@ def test_a_recount_waits_for_a_reason_and_takes_the_fleets_lock(store):
     assert store.stats()["recounts"] == 1  # done: no reason left
 
 
+@pytest.mark.parametrize("index", ["exp", "lru", "g", "ob", "oe"])
+def test_a_fleet_index_deleted_by_hand_is_rebuilt_by_the_next_probe(store, index):
+    """A hand DEL raises no `evicted_keys` and no read may ever meet the lost index (an expiry index nobody reads
+    until an entry is due): the probe sees it gone while entries are counted and recounts."""
+    three_turns(store)
+    true_state = derived(store)
+    assert store.stats()["recounts"] == 0
+    command(shared_redis().url, "DEL", key(store, index))
+    assert store.stats()["recounts"] == 1
+    rebuilt = derived(store)
+    if index == "g":  # the lineages' generations are new ones: a continuation in flight writes its history again
+        assert rebuilt.pop("g").keys() == true_state.pop("g").keys()
+    assert rebuilt == true_state
+
+
+def test_a_replica_that_loses_the_recount_race_hands_the_evictions_it_saw_to_the_fleet():
+    """Redis evicted keys (INFO's evicted_keys grew) while another replica held the fleet's recount lock: the
+    replica that saw it cannot recount now, and its next look at INFO shows no new eviction; the fleet still
+    recounts once the lock is free (the replica left `P dirty`), whichever replica probes next."""
+    redis = RedisServer()
+    first, second = own_redis_store(redis), own_redis_store(redis)
+    try:
+        three_turns(first)
+        first.stats(), second.stats()  # both have seen Redis as it is: no eviction yet
+        recounts = first.stats()["recounts"] + second.stats()["recounts"]
+        command(redis.url, "SET", first.store.prefix + "recount", 1, "PX", 600_000)  # a replica recounts now
+        command(redis.url, "CONFIG", "SET", "maxmemory-policy", "volatile-ttl")  # the shortest TTLs go first
+        command(redis.url, "CONFIG", "SET", "maxmemory", used_memory(redis.url) + 200_000)
+        for n in range(100):  # someone else's keys on the same Redis: Redis evicts them to take more
+            command(redis.url, "SET", f"other:{n}", "x" * 10_000, "EX", 100)
+        command(redis.url, "CONFIG", "SET", "maxmemory", 0)
+        assert int(command(redis.url, "INFO", "stats")["evicted_keys"]) > 0
+        assert first.stats()["recounts"] + second.stats()["recounts"] == recounts  # the lock held: none now
+        command(redis.url, "DEL", first.store.prefix + "recount")
+        assert first.stats()["recounts"] + second.stats()["recounts"] == recounts + 1
+        assert first.stats()["recounts"] + second.stats()["recounts"] == recounts + 1  # once, not per replica
+    finally:
+        first.close()
+        second.close()
+        redis.stop()
+
+
 # -- a full Redis -------------------------------------------------------------------------------------
 def own_redis_store(redis: RedisServer, **limits) -> SyncStore:
     cfg = ServerConfig(engine="scripted", store=redis.url)
