@@ -1,22 +1,23 @@
 """The shared store deletes only what Redis lost: one missing bookkeeping key (a refcount hash, a users set, the
-figures hash, the LRU index, an entry hash that is still counted) never wipes a key's conversations, serves or
-stores another turn's content, or stops writes.
+figures hash, the generations hash, the LRU index, an entry hash that is still counted) never wipes a key's
+conversations, serves or stores another turn's content, or stops writes.
 
-Each case reproduces with ONE hand `DEL` (or, where said, a few DELs of the same kind) on a normal `noeviction`
-Redis: no eviction, no restart. What Maya's keys are is `maya_server/responses/store/redis_lua.py`'s docstring;
+Each case reproduces with ONE hand `DEL` (or, where said, the few DELs one `allkeys-lru` run made, or a few of
+the same kind) on a normal `noeviction` Redis: no eviction, no restart, often with a continuation in flight (a
+`begin` whose `put` comes after the DEL), which is how a busy fleet meets them. What Maya's keys are is `maya_server/responses/store/redis_lua.py`'s docstring;
 these tests only read the key names they DEL from it (`e:RID`, `l:LID`, `u:LID`, `rc:O`, `n`, `lru`, `lru:O`,
 `b:O:DIGEST`) and read lineage ids from the entry hash (field `l`) rather than assume their shape. Everything
 else is asserted on what the store's reads return and what stays stored.
 
-The last tests close gaps a mutation audit of the Lua found (a removed check that no test noticed): they pass on
-today's code and fail on the mutant they name. Against a real redis-server (skipped, saying why, where none is
+The last three tests close gaps a mutation audit of the Lua found (a removed check that no test noticed): they
+pass on today's code and fail on the mutant they name. Against a real redis-server (skipped, saying why, where none is
 installed)."""
 
 from __future__ import annotations
 
 import pytest
 
-from maya_server.errors import StorageCapacityError
+from maya_server.errors import NotFoundError, StorageCapacityError
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.packing import pack_envelope, pack_item
 from maya_server.responses.store.redis import digest
@@ -172,6 +173,32 @@ def test_a_lost_lineage_counter_never_gives_a_continuation_another_conversations
     command(url, "DEL", key(store, "n"))
     f = chain(store, A, 2, "f")
     for stored, inputs in e + f + d:
+        assert_whole(store, A, stored, inputs)
+
+
+def test_a_lineage_id_freed_by_evictions_never_serves_another_conversations_content(store):
+    """What `allkeys-lru` did in one run of `tests/responses/api/test_store_eviction_load.py` (1 run in 60 on
+    Redis 7.0; `bench/store_eviction_loop.py`): it evicted the figures hash `n` (the lineage counter), the
+    generations hash `g`, and one conversation's lineage list and users set, while that conversation's entries
+    stayed. Today the counter restarts, PUT finds no key of that lineage id left and gives it to a new
+    conversation, whose turns then fill the list the old entries point into: retrieving c1 answers 200 with
+    d1's output, input_items lists d's turns, a continuation is generated on d's history. The fixed store must
+    never give a lineage id that entries may still name (ids that cannot repeat): c0 and c1, whose lineage is
+    gone, are 404 `stored_response_lost`, and d reads whole."""
+    url = shared_redis().url
+    chain(store, A, 2, "c")
+    lineage = lineage_of(store, "c1")
+    for name in ("n", "g", f"l:{lineage}", f"u:{lineage}"):
+        command(url, "DEL", key(store, name))
+    d = chain(store, A, 2, "d")
+    for call in (lambda: store.get(A, "c1"), lambda: input_ids(store, A, "c0")):
+        try:
+            served = call()
+        except NotFoundError as error:
+            assert (error.status, error.body()["error"]["code"]) == (404, "stored_response_lost")
+        else:
+            pytest.fail(f"a response whose lineage is gone was served: {served}")
+    for stored, inputs in d:
         assert_whole(store, A, stored, inputs)
 
 
