@@ -1,8 +1,7 @@
 """Through HTTP, with the response store on a Redis that evicts under load: a key Redis evicted costs exactly the
 responses that needed it, and nothing else.
 
-`test_store_lost.py::test_allkeys_lru_eviction_under_load_never_serves_less` asks that nothing served is ever
-less than was stored; this asks the sharper question, per response: Redis reports every key it evicts
+Per response: Redis reports every key it evicts
 (keyspace notifications, `__keyevent@0__:evicted`), the test records, right after each response is created,
 the data keys it needs (its entry, its lineage, the blocks of its slice, its envelope: read from Redis, since the
 layout may change), and afterwards each response is either whole (retrieve, input_items and a continuation all
@@ -145,14 +144,8 @@ def test_an_evicted_key_costs_only_the_responses_that_needed_it(start_server, po
     be exactly what was stored (`served_wrong`, counted and named apart: another conversation's content), and
     under `volatile-lru` no bookkeeping key may ever be evicted (they carry no TTL; only the data keys may).
 
-    Under `allkeys-lru` today's store passes most runs; about one run in 60 (Redis 7.0) Redis evicts the figures
-    hash (the lineage counter), the generations hash and a conversation's lineage and users set, and a later
-    conversation is given that lineage id again: the old conversation's responses are served with the new one's
-    turns (`test_redis_lost_bookkeeping.py` has that sequence by hand).
-
-    On a store whose keys carry no TTL, `volatile-lru` evicts nothing: Redis refuses the writes for memory and
-    Maya's own LRU eviction (`EVICT`) removes whole responses instead; those are lost with none of their keys
-    evicted, which this test counts against it (the counts name Maya's evictions, `maya_evictions`)."""
+    This is what a lost key may cost under each policy (docs/deployment.md, "What each eviction policy
+    costs"); `bench/store_eviction_loop.py` repeats it and sums the counts."""
     redis = RedisServer()
     events = None
     try:
