@@ -214,7 +214,7 @@ def _image(part: InputImage, prefix: Prefix, *at: object) -> ImagePart:
 def _missing_output(call: ToolCall, prefix: Prefix) -> InvalidRequestError:
     param = "input" if prefix is None else _param(prefix, "call_id")
     return InvalidRequestError(
-        f"No tool output found for function call {call.call_id}: every function call needs its "
+        f"No tool output found for function call {echoed(call.call_id)}: every function call needs its "
         "function_call_output, right after the call's group, before the conversation can continue.",
         param=param,
     )

@@ -21,6 +21,11 @@ from ..util.wire import Wire, bad_value, path, reject_unsupported, tag
 Status = Literal["in_progress", "completed", "incomplete"]
 Role = Literal["user", "assistant", "system", "developer"]
 
+CALL_ID_CHARS = 64
+"""The longest `call_id` a function call or its output may carry: OpenAI's own bound, so a client that works
+against OpenAI fits, and Maya's generated ids (`call_` + 24 hex digits) fit. Without it one id could be any
+size, and every error that names it would have to cope with that."""
+
 
 class InputText(Wire):
     type: Literal["input_text"]
@@ -79,7 +84,7 @@ class DirectCaller(Wire):
 
 class FunctionCallItem(Wire):
     type: Literal["function_call"]
-    call_id: StrictStr = Field(min_length=1)
+    call_id: StrictStr = Field(min_length=1, max_length=CALL_ID_CHARS)
     name: StrictStr = Field(min_length=1)
     arguments: StrictStr
     id: StrictStr | None = None
@@ -90,7 +95,7 @@ class FunctionCallItem(Wire):
 
 class FunctionCallOutputItem(Wire):
     type: Literal["function_call_output"]
-    call_id: StrictStr = Field(min_length=1)
+    call_id: StrictStr = Field(min_length=1, max_length=CALL_ID_CHARS)
     output: Union[StrictStr, list[OutputPart]]
     id: StrictStr | None = None
     status: Status | None = None

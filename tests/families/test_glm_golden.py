@@ -56,7 +56,8 @@ def test_render_matches_official_template(model_files, model, case):
 def test_the_start_up_battery_matches_each_template(model_files, model, case):
     conversation = BATTERY[case]
     family = TEMPLATES[model]
-    expected = render_with_template(compile_template(template_text(model)), family, conversation, departures_of(family))
+    expected = render_with_template(compile_template(template_text(model)), family, conversation,
+                                    departures_of(family, case))
     prompt = get_family(family).render(conversation)
     assert prompt_ids(prompt, model_files.ours(TOKENIZER)) == official_ids(model_files.file(TOKENIZER), expected)
 

@@ -9,7 +9,8 @@ from maya_server.neutral.conversation import (
 )
 from maya_server.errors import InvalidRequestError
 from maya_server.responses.convert import to_conversation, to_settings
-from maya_server.responses.request_items import parse_input
+from maya_server.responses.request_items import FunctionCallItem, parse_input
+from maya_server.util.echoed import ECHOED_CHARS
 
 from tests.responses.helpers import STRICT_PARAMS, TOOL, assistant, call, image, output, parse, reasoning, user
 
@@ -192,6 +193,16 @@ def test_prior_items_are_prepended_and_can_be_answered_by_the_input():
 def test_prior_call_left_unanswered_is_reported_at_input():
     prior = parse_input([user(), call("a")])
     assert conversion_error([user("no output")], prior=prior).param == "input"
+
+
+def test_a_long_call_id_is_quoted_cut_short():
+    """Validation bounds `call_id`; an error naming one still quotes at most `ECHOED_CHARS` of it, as it
+    does every id, whatever a history holds (a 100 kB id once came back whole)."""
+    long_id = "c" * 10_000
+    prior = (FunctionCallItem.model_construct(type="function_call", call_id=long_id, name="f", arguments="{}"),)
+    error = conversion_error([user("no output")], prior=prior)
+    assert error.param == "input"
+    assert "c" * ECHOED_CHARS + "…" in error.message and len(error.message) < 1_000
 
 
 def test_images_inside_prior_items_point_at_previous_response_id():

@@ -68,6 +68,20 @@ def test_the_archive_mirrors_are_read_from_both_formats_and_nothing_else():
         f"deb [signed-by={vulkan_headers.KEYRING}] http://mirror.corp.example/debian trixie main\n")
 
 
+def test_a_release_updates_suite_alone_names_the_archive_mirror():
+    """`bookworm-updates` is served by the release's archive mirror, so a machine whose sources list only it (or
+    list it first) names that mirror, in apt's order; `bookworm-security` is another archive, not a mirror."""
+    only_updates = "deb http://updates.corp.example/debian bookworm-updates main\n"
+    assert debian_mirrors([only_updates], [], "bookworm") == ["http://updates.corp.example/debian"]
+    stanza = "Types: deb\nURIs: http://updates.corp.example/debian/\nSuites: bookworm-updates\nComponents: main\n"
+    assert debian_mirrors([], [stanza], "bookworm") == ["http://updates.corp.example/debian"]
+    release_after = "deb http://release.corp.example/debian bookworm main\n"
+    assert debian_mirrors([only_updates + release_after], [], "bookworm") == [
+        "http://updates.corp.example/debian", "http://release.corp.example/debian"]
+    security = "deb http://security.debian.org/debian-security bookworm-security main\n"
+    assert debian_mirrors([security + only_updates], [], "bookworm") == ["http://updates.corp.example/debian"]
+
+
 def test_the_machines_release_and_sources_are_found_under_etc(tmp_path):
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list.d" / "debian.sources").write_text(DEB822)

@@ -36,11 +36,22 @@ def test_an_unknown_long_id_is_quoted_cut_short_everywhere(start_server, backend
     assert server.engine.calls == 1
 
 
-def test_a_duplicate_call_id_is_quoted_cut_short(start_server):
-    call = {"type": "function_call", "call_id": "c" * 100_000, "name": "f", "arguments": "{}"}
-    with start_server(["ok"]).http() as http:
-        error = error_of(http.post("/v1/responses", json={"model": "m", "input": [call, call]}), 400)
-    assert f"'{'c' * ECHOED_CHARS}…'" in error["message"]
+HUGE_CALL = {"type": "function_call", "call_id": "c" * 100_000, "name": "f", "arguments": "{}"}
+
+
+@pytest.mark.parametrize("items", [
+    [HUGE_CALL, HUGE_CALL],
+    [HUGE_CALL, {"role": "user", "content": "hi"}],
+    [{"type": "function_call_output", "call_id": "c" * 100_000, "output": "ok"}],
+], ids=["duplicate call", "call without output", "output without call"])
+def test_a_huge_call_id_gets_a_small_400_at_the_field(start_server, items):
+    """A `call_id` is bounded at 64 characters, so a 100 kB one is refused where it stands, not quoted (a call
+    without its output once came back as a 100 kB 400)."""
+    server = start_server(["ok"])
+    with server.http() as http:
+        error = error_of(http.post("/v1/responses", json={"model": "m", "input": items}), 400)
+    assert error["param"] == "input[0].call_id" and "64" in error["message"]
+    assert server.engine.calls == 0
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"])

@@ -35,6 +35,14 @@ CASES = {
     "metadata value not a string": ({"metadata": {"k": 1}}, "metadata.k", "string", None),
     "metadata value of 513 chars": ({"metadata": {"k": "v" * 513}}, "metadata.k", "512", None),
     "prompt_cache_key of 257 chars": ({"prompt_cache_key": "k" * 257}, "prompt_cache_key", "256", None),
+    "function_call call_id of 65 chars": (
+        {"input": [{"type": "function_call", "call_id": "c" * 65, "name": "f", "arguments": "{}"}]},
+        "input[0].call_id", "64", None,
+    ),
+    "function_call_output call_id of 65 chars": (
+        {"input": [{"type": "function_call_output", "call_id": "c" * 65, "output": "ok"}]},
+        "input[0].call_id", "64", None,
+    ),
     "include another value": ({"include": ["message.output_text.logprobs"]}, "include[0]", "logprobs", None),
     "background without store": ({"background": True}, "background", "store", None),
     "max_output_tokens under 16": ({"max_output_tokens": 15}, "max_output_tokens", "16", None),
