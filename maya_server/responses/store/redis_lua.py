@@ -7,7 +7,7 @@ credential; see `store/redis.py`), in two kinds:
 
 Data keys: what a response is made of. Each carries a TTL (its latest user's expiry plus `DATA_TTL_MARGIN_S`,
 extended as references are added), so a Redis evicting under `volatile-lru` / `volatile-lfu` may take them,
-never the bookkeeping:
+never the bookkeeping; but an envelope block, which every response of one owner and settings shares:
 
     P e:RID        hash   one stored response: o (owner scope), l (lineage id), ie/oe (its input and output
                           end in the lineage), own (its own JSON), env (its envelope's digest), x (expiry, s),
@@ -425,10 +425,14 @@ local refs, seen = {}, {}
 for i, dg in ipairs(digests) do
   if not seen[dg] then
     local key = block_key(o, dg)
+    -- the envelope, shared by every response of the owner with the same settings, carries no TTL: an eviction of it
+    -- under `volatile-*` would cost them all (the refcount frees it, or the recount once its entries are gone)
+    local ttl = {'EX', keep}
+    if i > n_blocks then ttl = {} end
     if counts[dg] == 0 then
-      redis.call('SET', key, data[i], 'EX', keep)
+      redis.call('SET', key, data[i], unpack(ttl))
       owed = owed + #data[i] + BLOCK
-    elseif not redis.call('SET', key, data[i], 'NX', 'EX', keep) then
+    elseif not redis.call('SET', key, data[i], 'NX', unpack(ttl)) and i <= n_blocks then
       keep_for(key, keep)
     end
   end

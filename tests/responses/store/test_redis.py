@@ -55,9 +55,10 @@ DATA_KINDS = ("e:", "l:", "b:")
 
 
 def test_only_data_keys_carry_a_ttl_and_it_outlasts_the_responses_that_need_them():
-    """Under `volatile-*` Redis may evict only keys with a TTL: a response's data keys (its entry, lineage, blocks)
-    carry one, at least the response's own expiry, so Redis can never take the bookkeeping (counts, users sets,
-    indexes, figures); a later turn extends what it shares with earlier ones."""
+    """Under `volatile-*` Redis may evict only keys with a TTL: a response's data keys (its entry, lineage, item
+    blocks) carry one, at least the response's own expiry, so Redis can never take the bookkeeping (counts, users
+    sets, indexes, figures), nor an envelope, which all responses of the same settings share; a later turn extends
+    what it shares with earlier ones."""
     ttl_s = 600
     store = open_sync_store("redis", ResponsesSettings(cache_ttl_s=ttl_s))
     url = shared_redis().url
@@ -68,10 +69,14 @@ def test_only_data_keys_carry_a_ttl_and_it_outlasts_the_responses_that_need_them
         base.release()
         store.put("owner", response("single", answer("s-out")), [item("s-in")])
         kinds = {"data": 0, "bookkeeping": 0}
+        envelopes = {command(url, "HGET", store.store.prefix + f"e:{rid}", "env").decode()
+                     for rid in ("r0", "r1", "r2", "branch", "single")}
         for name in keys_of(store):
             short = name.decode().removeprefix(store.store.prefix)
             ttl = command(url, "TTL", name)
-            if short.startswith(DATA_KINDS):
+            if short.startswith("b:") and short.rsplit(":", 1)[1] in envelopes:
+                assert ttl == -1, short  # shared by every response of the settings: never Redis's to evict
+            elif short.startswith(DATA_KINDS):
                 kinds["data"] += 1
                 assert ttl_s < ttl <= ttl_s + redis_lua.DATA_TTL_MARGIN_S, (short, ttl)
             else:
