@@ -2,16 +2,17 @@
 figures hash, the generations hash, the LRU index, an entry hash that is still counted) never wipes a key's
 conversations, serves or stores another turn's content, or stops writes.
 
-Each case reproduces with ONE hand `DEL` (or, where said, the few DELs one `allkeys-lru` run made, or a few of
-the same kind) on a normal `noeviction` Redis: no eviction, no restart, often with a continuation in flight (a
-`begin` whose `put` comes after the DEL), which is how a busy fleet meets them. What Maya's keys are is `maya_server/responses/store/redis_lua.py`'s docstring;
-these tests only read the key names they DEL from it (`e:RID`, `l:LID`, `u:LID`, `rc:O`, `n`, `lru`, `lru:O`,
-`b:O:DIGEST`) and read lineage ids from the entry hash (field `l`) rather than assume their shape. Everything
-else is asserted on what the store's reads return and what stays stored.
+Each case reproduced (before issue 54's store, main at 5d96a60) with ONE hand `DEL` (or, where said, the few DELs
+one `allkeys-lru` run made, or a few of the same kind) on a normal `noeviction` Redis: no eviction, no restart,
+often with a continuation in flight (a `begin` whose `put` comes after the DEL), which is how a busy fleet meets
+them. What Maya's keys are is `maya_server/responses/store/redis_lua.py`'s docstring; these tests only read the key
+names they DEL from it (`e:RID`, `l:LID`, `u:LID`, `rc:O`, `n`, `lru`, `lru:O`, `b:O:DIGEST`) and read lineage ids
+from the entry hash (field `l`) rather than assume their shape. Everything else is asserted on what the store's
+reads return and what stays stored.
 
 The last three tests close gaps a mutation audit of the Lua found (a removed check that no test noticed): they
-pass on today's code and fail on the mutant they name. Against a real redis-server (skipped, saying why, where none is
-installed)."""
+passed before that work too, and fail on the mutant they name. Against a real redis-server (skipped, saying why,
+where none is installed)."""
 
 from __future__ import annotations
 
@@ -94,15 +95,32 @@ def lineage_of(store, rid: str) -> str:
     return command(shared_redis().url, "HGET", key(store, "e", rid), "l").decode()
 
 
+def branch_then_finish(store, base, first: tuple[dict, list[str]]) -> None:
+    """rB continues r0 (appending where r1 was), then the continuation of r1 in flight (`base`) stores rA: each
+    must be stored with the history its model saw, r0 r1 rA and r0 rB, never r0 rB rA."""
+    b0 = store.begin(A, "r0")
+    rb = response("rB", answer("rB-out"), previous="r0")
+    store.put(A, rb, [item("rB-in")], b0)
+    b0.release()
+    ra = response("rA", answer("rA-out"), previous="r1")
+    store.put(A, ra, [item("rA-in")], base)
+    base.release()
+    assert history_ids(store, A, "rA") == ["r0-in", "r0-out", "r1-in", "r1-out", "rA-in", "rA-out"]
+    assert history_ids(store, A, "rB") == ["r0-in", "r0-out", "rB-in", "rB-out"]
+    assert_whole(store, A, ra, ["r0-in", "r0-out", "r1-in", "r1-out", "rA-in"])
+    assert_whole(store, A, rb, ["r0-in", "r0-out", "rB-in"])
+    assert_whole(store, A, *first)
+
+
 # -- 1. a lost refcount hash ---------------------------------------------------------------------------------
 def test_a_lost_refcount_hash_never_wipes_the_owners_other_responses(store):
     """`rc:O` gone (one DEL), then one response of the owner found broken (its output block gone too): the fixed
-    store removes that one response and nothing else. Today removing it decrements a refcount the hash no longer
-    has (HINCRBY from nothing: -1), so the owner's envelope block, shared by all ten responses, is deleted with
-    it: every other response of the owner is lost, a DELETE of another is a 404 lost, and the recount removes them
-    all. The fixed store must treat a refcount it cannot read as unknown (never delete a block on it), so: the
-    broken response is a 404 `stored_response_lost`, a DELETE of another succeeds, the other eight read whole
-    (retrieve, input_items, continue) before and after a recount, and the other owner is untouched."""
+    store removes that one response and nothing else. Before the fix, removing it decrements a refcount the hash no
+    longer has (HINCRBY from nothing: -1), so the owner's envelope block, shared by all ten responses, is deleted
+    with it: every other response of the owner is lost, a DELETE of another is a 404 lost, and the recount removes
+    them all. The store must treat a refcount it cannot read as unknown (never delete a block on it), so: the broken
+    response is a 404 `stored_response_lost`, a DELETE of another succeeds, the other eight read whole (retrieve,
+    input_items, continue) before and after a recount, and the other owner is untouched."""
     url = shared_redis().url
     mine = [single(store, A, f"a{n}") for n in range(10)]
     theirs = [single(store, B, f"b{n}") for n in range(2)]
@@ -126,9 +144,9 @@ def test_a_lost_refcount_hash_never_wipes_the_owners_other_responses(store):
 
 # -- 2. a lost users set -----------------------------------------------------------------------------------
 def test_a_lost_users_set_never_wipes_a_conversation_when_its_tip_is_deleted(store):
-    """`u:LID` gone (one DEL), then the conversation's last turn deleted. Today the delete finds the users set
+    """`u:LID` gone (one DEL), then the conversation's last turn deleted. Before the fix, the delete finds the users set
     empty, takes the lineage for unused and drops it with every block: the two earlier turns, still stored and
-    whole a moment before, are lost. The fixed store must never cut a lineage back on a users set it cannot
+    whole a moment before, are lost. The store must never cut a lineage back on a users set it cannot
     trust (a missing one is unknown, not empty): r2 is gone (a plain 404), r0 and r1 read whole, before and after
     a recount."""
     turns = chain(store, A, 3, "r")
@@ -145,14 +163,14 @@ def test_a_lost_users_set_never_wipes_a_conversation_when_its_tip_is_deleted(sto
 # -- 3. a lost lineage counter ------------------------------------------------------------------------------
 def test_a_lost_lineage_counter_never_gives_a_continuation_another_conversations_history(store):
     """The figures hash `n` (which holds the lineage counter) gone (one DEL) while a continuation of c1 is in
-    flight, and the client deletes c0 and c1 meanwhile (their lineage is dropped). Today the counter starts again
-    at 1, so the next new conversation (d0, d1) gets the dropped lineage's id again, at the same generation and
-    length; the continuation's write then finds "its" lineage as it left it and appends to it: cx is stored with
-    d's turns as its history, not the c turns its model saw. The fixed store must never give a lineage id twice
-    (ids that cannot repeat, e.g. random strings), so the write sees its lineage gone and writes the history it
-    holds again: cx's history is c0, c1, cx, and d reads whole.
+    flight, and the client deletes c0 and c1 meanwhile (their lineage is dropped). Before the fix, the counter
+    starts again at 1, so the next new conversation (d0, d1) gets the dropped lineage's id again, at the same
+    generation and length; the continuation's write then finds "its" lineage as it left it and appends to it: cx is
+    stored with d's turns as its history, not the c turns its model saw. The store must never give a lineage id
+    twice (ids that cannot repeat, e.g. random strings), so the write sees its lineage gone and writes the history
+    it holds again: cx's history is c0, c1, cx, and d reads whole.
 
-    (With the conversation still stored, a lost counter does no harm today: PUT skips ids whose lineage keys
+    (With the conversation still stored, a lost counter did no harm even then: PUT skips ids whose lineage keys
     exist; the second half checks that too.)"""
     url = shared_redis().url
     chain(store, A, 2, "c")
@@ -180,9 +198,9 @@ def test_a_lineage_id_freed_by_evictions_never_serves_another_conversations_cont
     """What `allkeys-lru` did in one run of `tests/responses/api/test_store_eviction_load.py` (1 run in 60 on
     Redis 7.0; `bench/store_eviction_loop.py`): it evicted the figures hash `n` (the lineage counter), the
     generations hash `g`, and one conversation's lineage list and users set, while that conversation's entries
-    stayed. Today the counter restarts, PUT finds no key of that lineage id left and gives it to a new
+    stayed. Before the fix, the counter restarts, PUT finds no key of that lineage id left and gives it to a new
     conversation, whose turns then fill the list the old entries point into: retrieving c1 answers 200 with
-    d1's output, input_items lists d's turns, a continuation is generated on d's history. The fixed store must
+    d1's output, input_items lists d's turns, a continuation is generated on d's history. The store must
     never give a lineage id that entries may still name (ids that cannot repeat): c0 and c1, whose lineage is
     gone, are 404 `stored_response_lost`, and d reads whole."""
     url = shared_redis().url
@@ -205,9 +223,9 @@ def test_a_lineage_id_freed_by_evictions_never_serves_another_conversations_cont
 def test_a_lost_generations_hash_never_lets_a_continuation_store_a_wrong_history(store):
     """The same wrong history through the generations hash `g` (one DEL). r2 was deleted (the lineage cut back
     once: generation 1) and a continuation of r1 is in flight, holding generation 1; then `g` is lost and the
-    client deletes r1. Today the cut-back counts the generation from nothing again, back to 1; rB continues r0
+    client deletes r1. Before the fix, the cut-back counts the generation from nothing again, back to 1; rB continues r0
     and appends to the lineage, and the in-flight write finds generation 1 and the length it read: rA is stored
-    with r0, rB, rA as its history. The fixed store must never let a lost generation look like the one a
+    with r0, rB, rA as its history. The store must never let a lost generation look like the one a
     continuation holds (a missing generation is unknown: the write treats its lineage as changed and writes the
     history it holds again)."""
     turns = chain(store, A, 3, "r")
@@ -215,54 +233,32 @@ def test_a_lost_generations_hash_never_lets_a_continuation_store_a_wrong_history
     base = store.begin(A, "r1")
     command(shared_redis().url, "DEL", key(store, "g"))
     store.delete(A, "r1")
-    b0 = store.begin(A, "r0")
-    rb = response("rB", answer("rB-out"), previous="r0")
-    store.put(A, rb, [item("rB-in")], b0)
-    b0.release()
-    ra = response("rA", answer("rA-out"), previous="r1")
-    store.put(A, ra, [item("rA-in")], base)
-    base.release()
-    assert history_ids(store, A, "rA") == ["r0-in", "r0-out", "r1-in", "r1-out", "rA-in", "rA-out"]
-    assert history_ids(store, A, "rB") == ["r0-in", "r0-out", "rB-in", "rB-out"]
-    assert_whole(store, A, ra, ["r0-in", "r0-out", "r1-in", "r1-out", "rA-in"])
-    assert_whole(store, A, rb, ["r0-in", "r0-out", "rB-in"])
-    assert_whole(store, A, *turns[0])
+    branch_then_finish(store, base, turns[0])
 
 
 # -- 4. RECOUNT trims a lineage under a continuation in flight ---------------------------------------------
 def test_a_recount_that_cuts_a_lineage_back_never_lets_a_continuation_store_a_wrong_history(store):
-    """A continuation of r1 is in flight when r1's entry vanishes (one DEL) and a recount cuts the lineage back
-    to r0's end. Another turn then continues r0 (rB), which appends to the same lineage. Today RECOUNT trims the
-    lineage without bumping its generation, so the in-flight write finds the lineage at the generation and length
-    it read and appends to it: rA is stored with r0, rB, rA as its history, which is not what its model saw. The
-    fixed store must make any cut-back (by RECOUNT too) visible to a continuation in flight, which then writes
+    """A continuation of r1 is in flight when r1's entry vanishes (one DEL) and a recount cuts the lineage back to
+    r0's end. Another turn then continues r0 (rB), which appends to the same lineage. Before the fix, RECOUNT trims
+    the lineage without bumping its generation, so the in-flight write finds the lineage at the generation and
+    length it read and appends to it: rA is stored with r0, rB, rA as its history, which is not what its model saw.
+    The fixed store must make any cut-back (by RECOUNT too) visible to a continuation in flight, which then writes
     the history it holds again: rA's history is r0, r1, rA, and rB's is r0, rB."""
     turns = chain(store, A, 2, "r")
     base = store.begin(A, "r1")
     command(shared_redis().url, "DEL", key(store, "e", "r1"))
     store.recount()
-    b0 = store.begin(A, "r0")
-    rb = response("rB", answer("rB-out"), previous="r0")
-    store.put(A, rb, [item("rB-in")], b0)
-    b0.release()
-    ra = response("rA", answer("rA-out"), previous="r1")
-    store.put(A, ra, [item("rA-in")], base)
-    base.release()
-    assert history_ids(store, A, "rA") == ["r0-in", "r0-out", "r1-in", "r1-out", "rA-in", "rA-out"]
-    assert history_ids(store, A, "rB") == ["r0-in", "r0-out", "rB-in", "rB-out"]
-    assert_whole(store, A, ra, ["r0-in", "r0-out", "r1-in", "r1-out", "rA-in"])
-    assert_whole(store, A, rb, ["r0-in", "r0-out", "rB-in"])
-    assert_whole(store, A, *turns[0])
+    branch_then_finish(store, base, turns[0])
 
 
 # -- 5. a lost LRU index at the entry bound ----------------------------------------------------------------
 @pytest.mark.parametrize("bound", ["fleet", "owner"])
 def test_a_lost_lru_index_at_the_entry_bound_never_refuses_writes(stores, bound):
     """At the entry bound (the fleet's `cache_entries`, or the owner's `owner_entries`), the LRU index that names
-    who to evict (`lru`, or the owner's `lru:O`) gone (one DEL). Today every later write finds nobody to evict but
-    itself and is refused (`StorageCapacityError`, "cannot make room"), for good: nothing rebuilds the index, since
-    no read finds a lost piece. The fixed store must still evict by some order (rebuild the index, or fall back on
-    the entries it can find) so the write goes through and the bound holds."""
+    who to evict (`lru`, or the owner's `lru:O`) gone (one DEL). Before the fix, every later write finds nobody to
+    evict but itself and is refused (`StorageCapacityError`, "cannot make room"), for good: nothing rebuilds the
+    index, since no read finds a lost piece. The store must still evict by some order (rebuild the index, or fall
+    back on the entries it can find) so the write goes through and the bound holds."""
     store = stores(cache_entries=5) if bound == "fleet" else stores(owner_entries=5)
     url = shared_redis().url
     for n in range(5):
@@ -281,11 +277,11 @@ def test_a_lost_lru_index_at_the_entry_bound_never_refuses_writes(stores, bound)
 
 # -- 6. ghost entries ----------------------------------------------------------------------------------------
 def test_entries_redis_lost_are_never_paid_for_with_intact_ones(stores):
-    """Three entry hashes gone (three DELs of `e:RID`): ghosts, still counted in the figures and still listed in
-    the LRU. At the entry bound, each new write evicts the LRU's oldest; today removing a ghost frees nothing in
-    the figures (its owner is unknown), so the write goes on evicting until the count drops: three new responses
-    cost the three ghosts and three intact responses too. The fixed store must count a ghost's removal as one
-    entry freed (or recount first): the seven intact responses stay, and the store holds ten."""
+    """Three entry hashes gone (three DELs of `e:RID`): ghosts, still counted in the figures and still listed in the
+    LRU. At the entry bound, each new write evicts the LRU's oldest; before the fix, removing a ghost frees nothing
+    in the figures (its owner is unknown), so the write goes on evicting until the count drops: three new responses
+    cost the three ghosts and three intact responses too. The store must count a ghost's removal as one entry freed
+    (or recount first): the seven intact responses stay, and the store holds ten."""
     store = stores(cache_entries=10)
     url = shared_redis().url
     old = [single(store, A, f"r{n}") for n in range(10)]
