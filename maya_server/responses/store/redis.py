@@ -349,16 +349,12 @@ class RedisStore:
                 + len(envelope) + self.block_overhead + LINEAGE_BYTES)
         scope = await self.link.scope(owner)
         pairs = [(digest(data), data) for data in packed]
-        outcome = await self._put(scope, response["id"], own, envelope, pairs, len(new_items), base, size)
-        if outcome[0] == b"stale":  # the continued lineage was cut back meanwhile: write the history again
-            again = [(dg, block.data) for dg, block in zip(base.digests, base.blocks)] + pairs
-            outcome = await self._put(scope, response["id"], own, envelope, again, len(base.blocks) + len(new_items),
-                                      None, size + history + len(base.blocks) * (self.block_overhead + SLOT_BYTES))
+        outcome = await self._save(scope, response["id"], own, envelope, pairs, len(new_items), base, size)
         if outcome[0] == b"full" and int(outcome[4]) and await self._take_recount_lock():
             # no room, though other entries are counted: an index or the figures were lost; true again, try again
             self.counters.evictions += int(outcome[3])
             await self.recount()
-            outcome = await self._put(scope, response["id"], own, envelope, pairs, len(new_items), base, size)
+            outcome = await self._save(scope, response["id"], own, envelope, pairs, len(new_items), base, size)
         if outcome[0] == b"exists":
             raise RuntimeError(f"response {response['id']} is already stored")  # ids are generated: a bug
         self.fleet.update(entries=int(outcome[1]), bytes=int(outcome[2]))
@@ -371,6 +367,17 @@ class RedisStore:
         self.blocks.note(scope, outcome[4].decode(), outcome[5].decode(), int(outcome[6]))
         self.counters.writes += 1
         self.counters.write_seconds += time.perf_counter() - started
+
+    async def _save(self, scope: str, response_id: str, own: bytes, envelope: bytes, pairs: list[tuple[str, bytes]],
+                    n_input: int, base: RedisHistory | None, size: int) -> list:
+        """One PUT (`_put`) continuing `base`; when the continued lineage was cut back meanwhile (`stale`), one more
+        with the history written again from `base`'s own copy."""
+        outcome = await self._put(scope, response_id, own, envelope, pairs, n_input, base, size)
+        if outcome[0] != b"stale":
+            return outcome
+        again = [(dg, block.data) for dg, block in zip(base.digests, base.blocks)] + pairs
+        return await self._put(scope, response_id, own, envelope, again, len(base.blocks) + n_input, None,
+                               size + base.history_bytes + len(base.blocks) * (self.block_overhead + SLOT_BYTES))
 
     async def _put(self, scope: str, response_id: str, own: bytes, envelope: bytes, pairs: list[tuple[str, bytes]],
                    n_input: int, base: RedisHistory | None, size: int) -> list:
