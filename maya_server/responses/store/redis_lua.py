@@ -179,7 +179,9 @@ local function remove(rid, owner)
   if f[4] then block_drop(o, f[4]) end
   if lid then settle(o, lid, rid) end
   local rc = P .. 'rc:' .. o
-  if redis.call('HLEN', rc) == 1 then redis.call('DEL', rc) end  -- only `#` left: the owner has nothing to count
+  if redis.call('HLEN', rc) == 1 and redis.call('HEXISTS', rc, TRUSTED) == 1 then  -- nothing left to count
+    redis.call('DEL', rc)
+  end
   return true
 end
 
