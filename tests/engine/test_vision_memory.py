@@ -26,7 +26,8 @@ from tests.engine.mmproj_fixture import write_test_mmproj
 
 from tests.embedded import start_cli
 
-pytestmark = pytest.mark.slow
+# serial: it measures the peak RSS of a whole Maya process within time bounds that other workers' load stretches
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 MARGIN = 160 * 1024 * 1024
 """What the rest of the process may add at its peak besides the image pool: bodies, scaled PNGs, buffers."""

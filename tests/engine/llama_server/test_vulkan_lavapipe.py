@@ -24,7 +24,8 @@ from maya_server.engine.llama_server.build import built_backends, ensure_binary
 
 from tests.embedded import embedded_server
 
-pytestmark = pytest.mark.slow
+# serial: Mesa's CPU Vulkan device takes every core; beside it, other workers' timed tests starve
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 PROMPT = [{"role": "user", "content": "Write the names of the seven days of the week."}]
 FIRST_TOKENS = 12

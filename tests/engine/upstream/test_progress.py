@@ -16,7 +16,8 @@ from tests.llama_server import LlamaServer
 from tests.server import RunningServer
 from tests.engine.upstream.test_engine import upstream_config
 
-pytestmark = pytest.mark.upstream
+# serial: progress is read while a real llama-server prefills on a clock
+pytestmark = [pytest.mark.upstream, pytest.mark.serial]
 
 LONG_PROMPT_TOKENS = 2500
 BATCH = 512

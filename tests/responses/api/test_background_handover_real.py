@@ -13,7 +13,8 @@ from tests.responses.api.test_background_replicas import (  # noqa: F401 (fleet:
 )
 from tests.server import wait_for
 
-pytestmark = pytest.mark.slow
+# serial: kill -9 lands mid-answer of a real model on a clock: other workers' load moves where it lands
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def text_of(events: list[dict]) -> str:

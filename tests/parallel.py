@@ -1,0 +1,52 @@
+"""`make test`'s two passes: the suite on several workers, then the tests that must run alone.
+
+Most of the suite waits on processes (servers starting, leases lapsing, engines answering), not on the CPU, so
+more workers than cores keep the cores busy: `MAYA_TEST_WORKERS` (default: twice the cores this process may use,
+at least 2, at most 8). Each worker is its own process with its own redis-server, ports (all picked free) and
+temporary directories; `--dist loadfile` keeps a file's tests on one worker, so a module's engine starts once.
+The tests marked `serial` (they kill or stop processes on a clock, or measure a whole process's memory or time,
+which other workers' load would skew) run after, one at a time. Both passes always run; the exit status is the
+first failure's.
+
+    .venv/bin/python -m tests.parallel [pytest arguments for both passes]
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+MOST_WORKERS = 8
+
+
+def workers() -> int:
+    """`MAYA_TEST_WORKERS`, else twice the usable cores within [2, MOST_WORKERS]."""
+    chosen = os.environ.get("MAYA_TEST_WORKERS")
+    if chosen:
+        return max(1, int(chosen))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, min(MOST_WORKERS, 2 * cores))
+
+
+def run_pass(name: str, arguments: list[str]) -> int:
+    started = time.monotonic()
+    print(f"maya tests: {name}: pytest {' '.join(arguments)}", flush=True)
+    status = subprocess.call([sys.executable, "-m", "pytest", *arguments])
+    print(f"maya tests: {name} pass ended with status {status} in {time.monotonic() - started:.0f} s", flush=True)
+    return status
+
+
+def main(extra: list[str]) -> int:
+    n = workers()
+    statuses = [
+        run_pass(f"parallel ({n} workers)", ["-q", "-n", str(n), "--dist", "loadfile", "-m", "not serial", *extra]),
+        run_pass("serial", ["-q", "-m", "serial", *extra]),
+    ]
+    # 5: no test selected (a pass with nothing to run is no failure)
+    return next((status for status in statuses if status not in (0, 5)), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
