@@ -87,6 +87,36 @@ def test_the_rules_read_relative_imports():
     assert "neutral.events" in imports_of(PACKAGE / "chat" / "assembler.py")
 
 
+def _files_run_by(imported: str) -> list[Path]:
+    """The files an import of `imported` runs: each package's `__init__.py` on the way and the module itself."""
+    parts, files = imported.split("."), []
+    for end in range(1, len(parts) + 1):
+        path = PACKAGE.joinpath(*parts[:end])
+        if (path / "__init__.py").exists():
+            files.append(path / "__init__.py")
+        elif path.with_suffix(".py").exists():
+            files.append(path.with_suffix(".py"))
+            break
+        else:
+            break
+    return files
+
+
+def test_the_configuration_imports_nothing_of_responses():
+    """`config.py` checks every setting, `--store` included (`util/store_url.py`), without the Responses service:
+    neither it nor anything it imports, at any depth and lazy imports included, imports `responses/`."""
+    assert not [imported for imported in imports_of(PACKAGE / "config.py") if _breaks(imported, "responses")]
+    seen, todo = set(), [PACKAGE / "config.py"]
+    while todo:
+        path = todo.pop()
+        if path not in seen:
+            seen.add(path)
+            todo.extend(file for imported in imports_of(path) for file in _files_run_by(imported))
+    reached = sorted(str(path.relative_to(PACKAGE.parent)) for path in seen
+                     if path.is_relative_to(PACKAGE / "responses"))
+    assert not reached, "\n".join(reached)
+
+
 def room_of(module: str) -> str:
     """The room a dotted module is in: a sub-package of ROOMS, else its package's own modules."""
     for room in ROOMS:
