@@ -48,7 +48,7 @@ from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
 from .responses.records import ResponseRecords
 from .responses.resumable import Resumer
-from .responses.request import ResponsesRequest
+from .responses.request.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router
 from .responses.settings import ResponsesSettings

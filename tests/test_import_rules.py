@@ -27,7 +27,8 @@ RULES = {
 }
 """package -> what it must not import (`families.detection` is a module: engines report facts, the edge decides)."""
 
-ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs")
+ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs",
+         "responses.request")
 """The sub-packages: each a room of its own inside its package, with the rules below."""
 
 ROOM_RULES = {
@@ -39,6 +40,7 @@ ROOM_RULES = {
 """room -> the rooms of its own package it must not import (`engine`: the modules directly in engine/)."""
 
 ROOM_MAY_IMPORT = {
+    "responses.request": ("responses.request",),
     "responses.store": ("responses.store", "responses.settings"),
     "responses.jobs": ("responses.jobs", "responses.store", "responses.settings", "responses.assembler",
                        "responses.stored_turn"),

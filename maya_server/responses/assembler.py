@@ -23,7 +23,7 @@ from ..neutral.events import (
     ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
 from .envelope import response_envelope
-from .request import ResponsesRequest
+from .request.request import ResponsesRequest
 
 
 def new_id(prefix: str) -> str:

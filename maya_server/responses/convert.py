@@ -27,11 +27,11 @@ from ..neutral.conversation import (
 from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from ..errors import InvalidRequestError
 from ..pipeline.generation import GenerationSettings
-from .request import ResponsesRequest
-from .request_items import (
+from .request.request import ResponsesRequest
+from .request.items import (
     FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, InputText, MessageItem, OutputText, ReasoningItem,
 )
-from .request_tools import FunctionToolChoice
+from .request.tools import FunctionToolChoice
 from ..structured.formats import output_schema
 from ..util.wire import path
 from ..util.echoed import echoed
@@ -206,7 +206,7 @@ def _output_parts(item: FunctionCallOutputItem, prefix: Prefix) -> tuple[Part, .
 
 
 def _image(part: InputImage, prefix: Prefix, *at: object) -> ImagePart:
-    """`request_items` checked the part's fields; whether the engine takes images at all is
+    """`request/items.py` checked the part's fields; whether the engine takes images at all is
     `GenerationService.load_images`'s one check."""
     return ImagePart(part.image_url or "", param=_param(prefix, *at, "image_url"))
 

@@ -7,8 +7,8 @@ context and never stored or echoed.
 from __future__ import annotations
 
 from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
-from .request import ResponsesRequest
-from .request_tools import FunctionToolChoice
+from .request.request import ResponsesRequest
+from .request.tools import FunctionToolChoice
 from ..structured.formats import JsonSchemaFormat, OutputFormat
 
 

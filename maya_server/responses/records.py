@@ -36,7 +36,7 @@ import orjson
 
 from ..errors import ConflictError, InvalidRequestError, NotFoundError
 from .jobs.manager import Job, JobManager
-from .request import ResponsesRequest
+from .request.request import ResponsesRequest
 from .store.interface import ResponseStoreBackend, StoredHistory
 from .stored_turn import StoredTurn
 from .unstored import UnstoredResponses

@@ -29,7 +29,7 @@ from .assembler import ResponseAssembler
 from .convert import to_conversation, to_settings
 from .jobs.handover import ClaimedTask
 from .jobs.manager import Job
-from .request import parse_responses_request
+from .request.request import parse_responses_request
 from .store.interface import ResponseStoreBackend
 from .store.redis_link import ScopedOwner
 from .stored_turn import StoredTurn

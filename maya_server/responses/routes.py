@@ -40,7 +40,7 @@ from .worker_generation import in_worker
 from .convert import to_conversation, to_settings
 from ..structured.gate import gated, publish_gate
 from .records import ResponseRecords
-from .request import ResponsesRequest, parse_responses_request
+from .request.request import ResponsesRequest, parse_responses_request
 from .stored_turn import StoredTurn
 
 

@@ -35,8 +35,8 @@ from typing import Sequence
 
 import orjson
 
-from .request import ResponsesRequest
-from .request_items import InputItem
+from .request.request import ResponsesRequest
+from .request.items import InputItem
 from .store.interface import ResponseStoreBackend, StoredHistory
 from .stored_items import replay, stored_input_items
 from .unstored import UnstoredResponses

@@ -11,7 +11,7 @@ from maya_server.neutral.events import Finished, TextDelta, Usage
 from maya_server.responses.assembler import ResponseAssembler
 from maya_server.responses.jobs.event_log import EventLog
 from maya_server.responses.jobs.manager import Job, JobManager
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.request.request import parse_responses_request
 from maya_server.responses.settings import ResponsesSettings
 
 
