@@ -28,7 +28,7 @@ RULES = {
 """package -> what it must not import (`families.detection` is a module: engines report facts, the edge decides)."""
 
 ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs",
-         "responses.request")
+         "responses.request", "responses.conversion")
 """The sub-packages: each a room of its own inside its package, with the rules below."""
 
 ROOM_RULES = {
@@ -41,6 +41,7 @@ ROOM_RULES = {
 
 ROOM_MAY_IMPORT = {
     "responses.request": ("responses.request",),
+    "responses.conversion": ("responses.conversion", "responses.request"),
     "responses.store": ("responses.store", "responses.settings"),
     "responses.jobs": ("responses.jobs", "responses.store", "responses.settings", "responses.assembler",
                        "responses.stored_turn"),

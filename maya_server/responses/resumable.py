@@ -26,7 +26,7 @@ from ..images.loader import with_image_data
 from ..pipeline.generation import GenerationService
 from ..structured.gate import gated, publish_gate
 from .assembler import ResponseAssembler
-from .convert import to_conversation, to_settings
+from .conversion.convert import to_conversation, to_settings
 from .jobs.handover import ClaimedTask
 from .jobs.manager import Job
 from .request.request import parse_responses_request

@@ -37,7 +37,7 @@ from ..http.sse import EventStreamResponse, encode_event
 from .assembler import ResponseAssembler
 from .jobs.over_http import start_job
 from .worker_generation import in_worker
-from .convert import to_conversation, to_settings
+from .conversion.convert import to_conversation, to_settings
 from ..structured.gate import gated, publish_gate
 from .records import ResponseRecords
 from .request.request import ResponsesRequest, parse_responses_request
