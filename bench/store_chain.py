@@ -27,7 +27,7 @@ import orjson
 
 from maya_server.neutral.events import TextDelta
 from maya_server.neutral.events import Finished, Usage
-from maya_server.responses.assembler import ResponseAssembler
+from maya_server.responses.assembly.assembler import ResponseAssembler
 from maya_server.responses.request.request import parse_responses_request
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.core import ResponseStore

@@ -25,7 +25,7 @@ import orjson
 from ..images.loader import with_image_data
 from ..pipeline.generation import GenerationService
 from ..structured.gate import gated, publish_gate
-from .assembler import ResponseAssembler
+from .assembly.assembler import ResponseAssembler
 from .conversion.convert import to_conversation, to_settings
 from .jobs.handover import ClaimedTask
 from .jobs.manager import Job

@@ -34,7 +34,7 @@ from ..http.body import BodyLimits, read_json
 from ..http.image_loading import load_admitted
 from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
-from .assembler import ResponseAssembler
+from .assembly.assembler import ResponseAssembler
 from .jobs.over_http import start_job
 from .worker_generation import in_worker
 from .conversion.convert import to_conversation, to_settings

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from ..errors import InvalidRequestError
-from .assembler import new_id
+from .assembly.assembler import new_id
 from .request.items import FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, MessageItem, parse_item
 from ..util.echoed import echoed
 

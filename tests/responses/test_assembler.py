@@ -18,7 +18,7 @@ from maya_server.neutral.events import (
     Failed, Finished, PromptProgress, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta,
     ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
-from maya_server.responses.assembler import ResponseAssembler
+from maya_server.responses.assembly.assembler import ResponseAssembler
 from maya_server.responses.request.request import parse_responses_request
 
 from tests.responses.api.shapes import CALL, FAILED, MESSAGE, OPENING, REASONING

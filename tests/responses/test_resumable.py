@@ -22,7 +22,7 @@ from maya_server.metrics import Metrics
 from maya_server.neutral.conversation import PartialItem, PartialTurn
 from maya_server.neutral.events import Finished, RawOutput
 from maya_server.pipeline.generation import GenerationService
-from maya_server.responses.assembler import ResponseAssembler
+from maya_server.responses.assembly.assembler import ResponseAssembler
 from maya_server.responses.conversion.convert import to_conversation, to_settings
 from maya_server.responses.request.request import parse_responses_request
 

@@ -6,7 +6,7 @@ import pytest
 
 from maya_server.errors import EngineError
 from maya_server.neutral.events import Failed, Finished, TextDelta, Usage
-from maya_server.responses.assembler import ResponseAssembler
+from maya_server.responses.assembly.assembler import ResponseAssembler
 from maya_server.responses.request.request import parse_responses_request
 from maya_server.responses.unstored import UNSTORED_IDS, UnstoredResponses
 

@@ -40,7 +40,7 @@ from ...errors import (
 )
 from ...neutral.events import PipelineEvent
 from ...pipeline.drain import drain
-from ..assembler import ResponseAssembler
+from ..assembly.assembler import ResponseAssembler
 from .event_log import EventLog
 from ..settings import ResponsesSettings
 from ..stored_turn import StoredTurn

@@ -24,7 +24,7 @@ from ...neutral.events import PipelineEvent
 from ...http.shutdown import shutdown_error
 from ...http.sse import EventStreamResponse, encode_event
 from ...util.kept_json import dumps_kept
-from ..assembler import ResponseAssembler
+from ..assembly.assembler import ResponseAssembler
 from .event_log import LoggedEvent
 from .manager import Job, JobManager
 from ..stored_turn import StoredTurn

@@ -47,7 +47,7 @@ import orjson
 
 from ...errors import EventTooLarge, MayaError, StoreUnavailableError
 from . import redis_lua as lua
-from ..assembler import ResponseAssembler
+from ..assembly.assembler import ResponseAssembler
 from .event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from .handover import ClaimedTask, Resumer, TakeOverFigures, ended, packed_images, unpacked_images
 from .manager import (
