@@ -31,7 +31,7 @@ from maya_server.responses.assembly.assembler import ResponseAssembler
 from maya_server.responses.request.request import parse_responses_request
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.core import ResponseStore
-from maya_server.responses.stored_items import stored_input_items
+from maya_server.responses.persistence.stored_items import stored_input_items
 
 OWNER = "bench"
 

@@ -28,7 +28,8 @@ RULES = {
 """package -> what it must not import (`families.detection` is a module: engines report facts, the edge decides)."""
 
 ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs",
-         "responses.request", "responses.conversion", "responses.assembly")
+         "responses.request", "responses.conversion", "responses.assembly",
+         "responses.persistence")
 """The sub-packages: each a room of its own inside its package, with the rules below."""
 
 ROOM_RULES = {
@@ -43,9 +44,11 @@ ROOM_MAY_IMPORT = {
     "responses.request": ("responses.request",),
     "responses.conversion": ("responses.conversion", "responses.request"),
     "responses.assembly": ("responses.assembly", "responses.request"),
+    "responses.persistence": ("responses.persistence", "responses.request", "responses.assembly.assembler",
+                              "responses.store.interface"),
     "responses.store": ("responses.store", "responses.settings"),
     "responses.jobs": ("responses.jobs", "responses.store", "responses.settings", "responses.assembly.assembler",
-                       "responses.stored_turn"),
+                       "responses.persistence.stored_turn"),
 }
 """room -> all it may import of its own package: the API's modules above it are out of reach, whatever is added."""
 

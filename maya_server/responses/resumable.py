@@ -32,8 +32,8 @@ from .jobs.manager import Job
 from .request.request import parse_responses_request
 from .store.interface import ResponseStoreBackend
 from .store.redis_link import ScopedOwner
-from .stored_turn import StoredTurn
-from .unstored import UnstoredResponses
+from .persistence.stored_turn import StoredTurn
+from .persistence.unstored import UnstoredResponses
 from .worker_generation import in_worker
 
 

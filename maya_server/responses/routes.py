@@ -41,7 +41,7 @@ from .conversion.convert import to_conversation, to_settings
 from ..structured.gate import gated, publish_gate
 from .records import ResponseRecords
 from .request.request import ResponsesRequest, parse_responses_request
-from .stored_turn import StoredTurn
+from .persistence.stored_turn import StoredTurn
 
 
 def responses_router(

@@ -4,6 +4,6 @@
 from one state, so the stream, the JSON answer and the stored copy never disagree; `envelope.py` the fields of a
 response object that echo its request. It may import `responses/request/` and the layers below `responses/`
 (`neutral/`, the engine's defaults, `structured/`, `errors`), nothing else of `responses/`. The store glue
-(`stored_items.py`, for `new_id`), the job managers (`responses/jobs/`), a task taken over from another replica
-(`resumable.py`) and the routes import it.
+(`responses/persistence/stored_items.py`, for `new_id`), the job managers (`responses/jobs/`), a task taken over
+from another replica (`resumable.py`) and the routes import it.
 """

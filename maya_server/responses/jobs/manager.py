@@ -43,7 +43,7 @@ from ...pipeline.drain import drain
 from ..assembly.assembler import ResponseAssembler
 from .event_log import EventLog
 from ..settings import ResponsesSettings
-from ..stored_turn import StoredTurn
+from ..persistence.stored_turn import StoredTurn
 
 TRANSITIONS = {
     "queued": {"in_progress", "cancelled", "failed"},

@@ -27,7 +27,7 @@ from ...util.kept_json import dumps_kept
 from ..assembly.assembler import ResponseAssembler
 from .event_log import LoggedEvent
 from .manager import Job, JobManager
-from ..stored_turn import StoredTurn
+from ..persistence.stored_turn import StoredTurn
 
 WRITE_BYTES = 65536
 """The most bytes of frames one write joins (a single larger event is written alone): a reader that replays a
