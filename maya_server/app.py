@@ -47,7 +47,7 @@ from .mcp.settings import McpSettings
 from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
 from .responses.records import ResponseRecords
-from .responses.resumable import Resumer
+from .responses.background.resumable import Resumer
 from .responses.request.request import ResponsesRequest
 from .responses.resources import resources_router
 from .responses.routes import responses_router

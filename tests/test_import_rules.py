@@ -29,7 +29,7 @@ RULES = {
 
 ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs",
          "responses.request", "responses.conversion", "responses.assembly",
-         "responses.persistence")
+         "responses.persistence", "responses.background")
 """The sub-packages: each a room of its own inside its package, with the rules below."""
 
 ROOM_RULES = {
@@ -46,6 +46,8 @@ ROOM_MAY_IMPORT = {
     "responses.assembly": ("responses.assembly", "responses.request"),
     "responses.persistence": ("responses.persistence", "responses.request", "responses.assembly.assembler",
                               "responses.store.interface"),
+    "responses.background": ("responses.background", "responses.request", "responses.conversion", "responses.assembly",
+                             "responses.persistence", "responses.jobs", "responses.store"),
     "responses.store": ("responses.store", "responses.settings"),
     "responses.jobs": ("responses.jobs", "responses.store", "responses.settings", "responses.assembly.assembler",
                        "responses.persistence.stored_turn"),

@@ -36,7 +36,7 @@ from ..http.shutdown import shutdown_error
 from ..http.sse import EventStreamResponse, encode_event
 from .assembly.assembler import ResponseAssembler
 from .jobs.over_http import start_job
-from .worker_generation import in_worker
+from .background.worker_generation import in_worker
 from .conversion.convert import to_conversation, to_settings
 from ..structured.gate import gated, publish_gate
 from .records import ResponseRecords
@@ -73,7 +73,7 @@ def responses_router(
         """A job, answered at once (JSON) or streamed to its first reader. Nothing is admitted to the engine
         here: a worker takes the job's place when it starts it, and waits however full the queue is. A job
         with images has what can be refused without fetching refused now; its worker loads them and
-        prepares (`worker_generation.py`)."""
+        prepares (`responses/background/worker_generation.py`)."""
         settings = to_settings(body)
         conversation = to_conversation(body, prior=turn.prior)
         service.check_images(conversation)

@@ -5,5 +5,5 @@ from one state, so the stream, the JSON answer and the stored copy never disagre
 response object that echo its request. It may import `responses/request/` and the layers below `responses/`
 (`neutral/`, the engine's defaults, `structured/`, `errors`), nothing else of `responses/`. The store glue
 (`responses/persistence/stored_items.py`, for `new_id`), the job managers (`responses/jobs/`), a task taken over
-from another replica (`resumable.py`) and the routes import it.
+from another replica (`responses/background/resumable.py`) and the routes import it.
 """

@@ -6,5 +6,5 @@ message, and the request's sampling and output format the pipeline's settings. I
 `responses/request/` and the layers below `responses/` (`neutral/`, the pipeline's settings, the engine's
 defaults, `structured/`, `util/`, `errors`), nothing else of `responses/`. The endpoints
 (`responses/routes.py`) and a background task taken over from another replica
-(`responses/resumable.py`) import it.
+(`responses/background/resumable.py`) import it.
 """

@@ -114,7 +114,7 @@ class JobManager:
     backend = "memory"
     resumer = None
     """What rebuilds a task taken over from another replica (`jobs/handover.py`): only a shared backend takes
-    tasks over; the API layer sets it (`responses/resumable.py`)."""
+    tasks over; the API layer sets it (`responses/background/resumable.py`)."""
 
     def __init__(
         self,
