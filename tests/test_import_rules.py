@@ -29,7 +29,7 @@ RULES = {
 
 ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs",
          "responses.request", "responses.conversion", "responses.assembly",
-         "responses.persistence", "responses.background")
+         "responses.persistence", "responses.background", "responses.endpoints")
 """The sub-packages: each a room of its own inside its package, with the rules below."""
 
 ROOM_RULES = {
@@ -48,6 +48,9 @@ ROOM_MAY_IMPORT = {
                               "responses.store.interface"),
     "responses.background": ("responses.background", "responses.request", "responses.conversion", "responses.assembly",
                              "responses.persistence", "responses.jobs", "responses.store"),
+    "responses.endpoints": ("responses.endpoints", "responses.request", "responses.conversion", "responses.assembly",
+                            "responses.persistence", "responses.jobs", "responses.store",
+                            "responses.background.worker_generation"),
     "responses.store": ("responses.store", "responses.settings"),
     "responses.jobs": ("responses.jobs", "responses.store", "responses.settings", "responses.assembly.assembler",
                        "responses.persistence.stored_turn"),

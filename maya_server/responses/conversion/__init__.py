@@ -5,6 +5,6 @@ Responses history is a flat list of items, the neutral conversation a list of tu
 message, and the request's sampling and output format the pipeline's settings. It may import
 `responses/request/` and the layers below `responses/` (`neutral/`, the pipeline's settings, the engine's
 defaults, `structured/`, `util/`, `errors`), nothing else of `responses/`. The endpoints
-(`responses/routes.py`) and a background task taken over from another replica
+(`responses/endpoints/routes.py`) and a background task taken over from another replica
 (`responses/background/resumable.py`) import it.
 """

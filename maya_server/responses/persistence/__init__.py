@@ -6,6 +6,6 @@ request input items into the JSON items the store keeps and `input_items` lists,
 recent `store: true` responses that ended without being saved, so that their 404 says why. The backends themselves
 are `responses/store/`. It may import `responses/request/`, `responses/assembly/assembler.py` (`new_id`),
 `responses/store/interface.py` and the layers below `responses/`, nothing else of `responses/`. The job managers
-(`responses/jobs/`), a task taken over from another replica (`responses/background/resumable.py`), `records.py`
-and the routes import it.
+(`responses/jobs/`), a task taken over from another replica (`responses/background/resumable.py`) and the
+endpoints (`responses/endpoints/`: the records, the routes) import it.
 """

@@ -24,24 +24,24 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..engine.fifo import Admission
-from ..neutral.conversation import image_parts
-from ..http.drain import answer_json, stream_frames
-from ..errors import InvalidRequestError, StoreUnavailableError
-from ..neutral.events import PipelineEvent
-from ..pipeline.generation import GenerationService
-from ..http.body import BodyLimits, read_json
-from ..http.image_loading import load_admitted
-from ..http.shutdown import shutdown_error
-from ..http.sse import EventStreamResponse, encode_event
-from .assembly.assembler import ResponseAssembler
-from .jobs.over_http import start_job
-from .background.worker_generation import in_worker
-from .conversion.convert import to_conversation, to_settings
-from ..structured.gate import gated, publish_gate
+from ...engine.fifo import Admission
+from ...neutral.conversation import image_parts
+from ...http.drain import answer_json, stream_frames
+from ...errors import InvalidRequestError, StoreUnavailableError
+from ...neutral.events import PipelineEvent
+from ...pipeline.generation import GenerationService
+from ...http.body import BodyLimits, read_json
+from ...http.image_loading import load_admitted
+from ...http.shutdown import shutdown_error
+from ...http.sse import EventStreamResponse, encode_event
+from ..assembly.assembler import ResponseAssembler
+from ..jobs.over_http import start_job
+from ..background.worker_generation import in_worker
+from ..conversion.convert import to_conversation, to_settings
+from ...structured.gate import gated, publish_gate
 from .records import ResponseRecords
-from .request.request import ResponsesRequest, parse_responses_request
-from .persistence.stored_turn import StoredTurn
+from ..request.request import ResponsesRequest, parse_responses_request
+from ..persistence.stored_turn import StoredTurn
 
 
 def responses_router(
