@@ -54,7 +54,7 @@ from .responses.endpoints.routes import responses_router
 from .responses.settings import ResponsesSettings
 from .responses.jobs.opening import open_jobs
 from .responses.store.opening import open_store
-from .responses.collectors import JobCollector, StoreCollector
+from .responses.metrics import JobCollector, StoreCollector
 from .responses.jobs.manager import JobManager
 from .responses.store.redis_affinity import RedisAffinity
 
