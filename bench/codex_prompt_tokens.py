@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from maya_server.families import get_family  # noqa: E402
 from maya_server.engine.scripted import ScriptedEngine  # noqa: E402
 from maya_server.model.hf_tokenizer import HfTokenizer  # noqa: E402
-from maya_server.responses.convert import to_conversation  # noqa: E402
-from maya_server.responses.request import parse_responses_request  # noqa: E402
+from maya_server.responses.conversion.convert import to_conversation  # noqa: E402
+from maya_server.responses.request.request import parse_responses_request  # noqa: E402
 from tests.clients.node_packages import ensure_installed  # noqa: E402
 from tests.families.official import extract_tokenizer  # noqa: E402
 from tests.gguf_model_dir import smollm2_tokenizer  # noqa: E402

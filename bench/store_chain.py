@@ -27,11 +27,11 @@ import orjson
 
 from maya_server.neutral.events import TextDelta
 from maya_server.neutral.events import Finished, Usage
-from maya_server.responses.assembler import ResponseAssembler
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.assembly.assembler import ResponseAssembler
+from maya_server.responses.request.request import parse_responses_request
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.core import ResponseStore
-from maya_server.responses.stored_items import stored_input_items
+from maya_server.responses.persistence.stored_items import stored_input_items
 
 OWNER = "bench"
 

@@ -29,11 +29,11 @@ sys.path.insert(0, str(ROOT))
 
 from maya_server.config import ServerConfig  # noqa: E402
 from maya_server.neutral.events import Finished, TextDelta, Usage  # noqa: E402
-from maya_server.responses.assembler import ResponseAssembler  # noqa: E402
-from maya_server.responses.request import parse_responses_request  # noqa: E402
+from maya_server.responses.assembly.assembler import ResponseAssembler  # noqa: E402
+from maya_server.responses.request.request import parse_responses_request  # noqa: E402
 from maya_server.responses.settings import ResponsesSettings  # noqa: E402
 from maya_server.responses.store.opening import open_store  # noqa: E402
-from maya_server.responses.stored_items import stored_input_items  # noqa: E402
+from maya_server.responses.persistence.stored_items import stored_input_items  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 
 OWNER = "bench"

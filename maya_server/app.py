@@ -46,15 +46,15 @@ from .http.request_metrics import RequestMetricsMiddleware
 from .mcp.settings import McpSettings
 from .mcp.hub import McpCollector, McpHub
 from .mcp.routes import mcp_router
-from .responses.records import ResponseRecords
-from .responses.resumable import Resumer
-from .responses.request import ResponsesRequest
-from .responses.resources import resources_router
-from .responses.routes import responses_router
+from .responses.endpoints.records import ResponseRecords
+from .responses.background.resumable import Resumer
+from .responses.request.request import ResponsesRequest
+from .responses.endpoints.resources import resources_router
+from .responses.endpoints.routes import responses_router
 from .responses.settings import ResponsesSettings
 from .responses.jobs.opening import open_jobs
 from .responses.store.opening import open_store
-from .responses.collectors import JobCollector, StoreCollector
+from .responses.metrics import JobCollector, StoreCollector
 from .responses.jobs.manager import JobManager
 from .responses.store.redis_affinity import RedisAffinity
 

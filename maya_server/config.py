@@ -31,8 +31,8 @@ from .families import FAMILY_NAMES as FAMILIES
 from .images.limits import MAX_SIDE as IMAGE_MAX_SIDE, ImageLimits
 from .mcp.config import McpServerSpec, load_mcp_config_file, parse_mcp_servers
 from .mcp.settings import McpSettings
-from .responses.store.opening import check_store_url
 from .util.json_depth import MAX_JSON_DEPTH
+from .util.store_url import check_store_url
 
 ENGINES = ("llamacpp", "scripted", "upstream")
 REPLICA_ROUTINGS = ("affinity", "round-robin")

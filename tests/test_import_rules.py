@@ -27,7 +27,9 @@ RULES = {
 }
 """package -> what it must not import (`families.detection` is a module: engines report facts, the edge decides)."""
 
-ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs")
+ROOMS = ("engine.llama_server", "engine.upstream", "engine.replicas", "responses.store", "responses.jobs",
+         "responses.request", "responses.conversion", "responses.assembly",
+         "responses.persistence", "responses.background", "responses.endpoints")
 """The sub-packages: each a room of its own inside its package, with the rules below."""
 
 ROOM_RULES = {
@@ -35,13 +37,26 @@ ROOM_RULES = {
     "engine.upstream": ("engine.llama_server", "engine.replicas"),
     "engine.llama_server": ("engine.replicas",),
     "engine.replicas": ("engine.llama_server",),
+    "responses": ("responses.request", "responses.conversion", "responses.assembly", "responses.persistence",
+                  "responses.background", "responses.endpoints"),
 }
-"""room -> the rooms of its own package it must not import (`engine`: the modules directly in engine/)."""
+"""room -> the rooms of its own package it must not import (`engine`, `responses`: the modules directly in the
+package; responses/'s own, its settings and metrics, read the store and the jobs and none of the API's rooms)."""
 
 ROOM_MAY_IMPORT = {
+    "responses.request": ("responses.request",),
+    "responses.conversion": ("responses.conversion", "responses.request"),
+    "responses.assembly": ("responses.assembly", "responses.request"),
+    "responses.persistence": ("responses.persistence", "responses.request", "responses.assembly.assembler",
+                              "responses.store.interface"),
+    "responses.background": ("responses.background", "responses.request", "responses.conversion", "responses.assembly",
+                             "responses.persistence", "responses.jobs", "responses.store"),
+    "responses.endpoints": ("responses.endpoints", "responses.request", "responses.conversion", "responses.assembly",
+                            "responses.persistence", "responses.jobs", "responses.store",
+                            "responses.background.worker_generation"),
     "responses.store": ("responses.store", "responses.settings"),
-    "responses.jobs": ("responses.jobs", "responses.store", "responses.settings", "responses.assembler",
-                       "responses.stored_turn"),
+    "responses.jobs": ("responses.jobs", "responses.store", "responses.settings", "responses.assembly.assembler",
+                       "responses.persistence.stored_turn"),
 }
 """room -> all it may import of its own package: the API's modules above it are out of reach, whatever is added."""
 
@@ -85,6 +100,36 @@ def test_package_keeps_its_import_rule(package):
 def test_the_rules_read_relative_imports():
     """The checker itself can fail: a known import of today's tree is found through a relative import."""
     assert "neutral.events" in imports_of(PACKAGE / "chat" / "assembler.py")
+
+
+def _files_run_by(imported: str) -> list[Path]:
+    """The files an import of `imported` runs: each package's `__init__.py` on the way and the module itself."""
+    parts, files = imported.split("."), []
+    for end in range(1, len(parts) + 1):
+        path = PACKAGE.joinpath(*parts[:end])
+        if (path / "__init__.py").exists():
+            files.append(path / "__init__.py")
+        elif path.with_suffix(".py").exists():
+            files.append(path.with_suffix(".py"))
+            break
+        else:
+            break
+    return files
+
+
+def test_the_configuration_imports_nothing_of_responses():
+    """`config.py` checks every setting, `--store` included (`util/store_url.py`), without the Responses service:
+    neither it nor anything it imports, at any depth and lazy imports included, imports `responses/`."""
+    assert not [imported for imported in imports_of(PACKAGE / "config.py") if _breaks(imported, "responses")]
+    seen, todo = set(), [PACKAGE / "config.py"]
+    while todo:
+        path = todo.pop()
+        if path not in seen:
+            seen.add(path)
+            todo.extend(file for imported in imports_of(path) for file in _files_run_by(imported))
+    reached = sorted(str(path.relative_to(PACKAGE.parent)) for path in seen
+                     if path.is_relative_to(PACKAGE / "responses"))
+    assert not reached, "\n".join(reached)
 
 
 def room_of(module: str) -> str:
@@ -133,8 +178,8 @@ def test_every_room_is_a_package_with_its_paragraph():
 
 def test_rooms_import_each_other_one_way():
     """No cycle between the rooms of engine/ and responses/: a sub-package is one node, a module directly in the
-    package is a node of its own (assembler.py is not jobs/), so a jobs module importing stored_turn.py while
-    routes.py imports jobs/ is one way, and a circle like replicas -> metrics -> replicas is caught."""
+    package is a node of its own (settings.py is not store/), so a store module importing settings.py while
+    metrics.py imports store/ is one way, and a circle like replicas -> metrics -> replicas is caught."""
     graph: dict[str, set[str]] = {}
     for package in ("engine", "responses"):
         for path in (PACKAGE / package).rglob("*.py"):

@@ -21,7 +21,7 @@ from openai.types.responses.response_input_item_param import FunctionCallOutput,
 
 from maya_server.chat.request import parse_chat_request
 from maya_server.errors import InvalidRequestError
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.request.request import parse_responses_request
 
 UNRECOGNIZED = "Unrecognized request argument"
 USER = {"role": "user", "content": "hi"}

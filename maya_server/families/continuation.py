@@ -1,5 +1,5 @@
 """An assistant turn cut short, written back after the generation prompt as the model wrote it, so that the model
-writes the rest (a background task taken over from a replica that stopped: `responses/resumable.py`).
+writes the rest (a background task taken over from a replica that stopped: `responses/background/resumable.py`).
 
 The written text is also what the family's parser is fed, its events dropped, before the new tokens: the parser
 then stands where it stood when the turn was cut (inside the reasoning, inside a tool call's arguments), and the

@@ -1,1 +1,2 @@
-"""Small JSON helpers every layer may use: bounded parsing, request validation with OpenAI error paths, compact dumps."""
+"""Small helpers every layer may use: bounded JSON parsing, request validation with OpenAI error paths, compact
+dumps, the `--store` URL's check (`store_url.py`)."""

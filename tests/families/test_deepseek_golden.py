@@ -22,8 +22,8 @@ from maya_server.chat.structured import parse_response_format
 from maya_server.families import get_family
 from maya_server.families.battery import BATTERY, PIXEL
 from maya_server.neutral.conversation import Conversation, ImagePart, Message, TextPart, ToolResult
-from maya_server.responses.convert import to_conversation as responses_conversation
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.conversion.convert import to_conversation as responses_conversation
+from maya_server.responses.request.request import parse_responses_request
 
 from tests.families import deepseek_recipe_oracle as oracle
 from tests.families.conversations import CONVERSATIONS, TOOLS, assistant, call, result, system, user

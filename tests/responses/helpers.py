@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from maya_server.errors import InvalidRequestError
-from maya_server.responses.request import ResponsesRequest, parse_responses_request
+from maya_server.responses.request.request import ResponsesRequest, parse_responses_request
 
 
 def parse(**fields: Any) -> ResponsesRequest:

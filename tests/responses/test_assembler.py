@@ -18,8 +18,8 @@ from maya_server.neutral.events import (
     Failed, Finished, PromptProgress, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta,
     ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
-from maya_server.responses.assembler import ResponseAssembler
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.assembly.assembler import ResponseAssembler
+from maya_server.responses.request.request import parse_responses_request
 
 from tests.responses.api.shapes import CALL, FAILED, MESSAGE, OPENING, REASONING
 from tests.responses.api.sse import StreamResult, check_stream, validate_event

@@ -8,8 +8,8 @@ from maya_server.neutral.conversation import (
     ImagePart, Message, NamedToolChoice, OutputSchema, TextPart, ToolCall, ToolResult, ToolSpec,
 )
 from maya_server.errors import InvalidRequestError
-from maya_server.responses.convert import to_conversation, to_settings
-from maya_server.responses.request_items import FunctionCallItem, parse_input
+from maya_server.responses.conversion.convert import to_conversation, to_settings
+from maya_server.responses.request.items import FunctionCallItem, parse_input
 from maya_server.util.echoed import ECHOED_CHARS
 
 from tests.responses.helpers import STRICT_PARAMS, TOOL, assistant, call, image, output, parse, reasoning, user

@@ -6,8 +6,8 @@ tool in their full shape, and `client_metadata` never echoed."""
 from __future__ import annotations
 
 from maya_server.engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
-from maya_server.responses.envelope import response_envelope
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.assembly.envelope import response_envelope
+from maya_server.responses.request.request import parse_responses_request
 
 SCHEMA = {"type": "object", "properties": {}, "additionalProperties": False}
 

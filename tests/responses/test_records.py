@@ -13,10 +13,10 @@ import pytest
 
 from maya_server.errors import ConflictError, InvalidRequestError, MayaError, NotFoundError
 from maya_server.neutral.events import Finished, TextDelta, Usage
-from maya_server.responses.assembler import ResponseAssembler
+from maya_server.responses.assembly.assembler import ResponseAssembler
 from maya_server.responses.jobs.event_log import EventLog
 from maya_server.responses.jobs.manager import Job, JobManager
-from maya_server.responses.records import ResponseRecords
+from maya_server.responses.endpoints.records import ResponseRecords
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.memory import MemoryStore
 

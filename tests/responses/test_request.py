@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from maya_server.responses.request_items import MessageItem
-from maya_server.responses.request_tools import FunctionToolChoice
+from maya_server.responses.request.items import MessageItem
+from maya_server.responses.request.tools import FunctionToolChoice
 from maya_server.structured.formats import JsonObjectFormat, TextFormat
 
 from tests.responses.helpers import STRICT_PARAMS, TOOL, parse, rejected

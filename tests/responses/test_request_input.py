@@ -9,7 +9,7 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_reasoning_item import Content as ReasoningContent
 
-from maya_server.responses.request_items import (
+from maya_server.responses.request.items import (
     FunctionCallItem, FunctionCallOutputItem, InputImage, InputText, MessageItem, OutputText, ReasoningItem, Refusal,
 )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from maya_server.errors import InvalidRequestError
-from maya_server.responses.request_items import (
+from maya_server.responses.request.items import (
     FunctionCallItem, FunctionCallOutputItem, InputImage, InputText, MessageItem, ReasoningItem, parse_input,
 )
 

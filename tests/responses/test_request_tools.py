@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from maya_server.errors import InvalidRequestError
-from maya_server.responses.request_tools import (
+from maya_server.responses.request.tools import (
     FunctionTool, FunctionToolChoice, check_tool_choice, parse_tool_choice, parse_tools,
 )
 

@@ -1,9 +1,9 @@
-"""Resuming a turn cut short (`responses/resumable.py`, `ResponseAssembler.restore`, `Family.continuation`, the
-pipeline's primer), below HTTP and Redis: for every point where an answer with reasoning, text and a tool call can
-be cut, in every family's own syntax, an assembler restored from the events published before the cut (and the
-model's text the log keeps with them), continued by the scripted engine (which goes on from what the prompt already
-holds of its entry, as a deterministic model would), ends with the same output as the uncut answer, its events
-numbered on from the cut, and what was written back is the answer's own beginning, byte for byte.
+"""Resuming a turn cut short (`responses/background/resumable.py`, `ResponseAssembler.restore`,
+`Family.continuation`, the pipeline's primer), below HTTP and Redis: for every point where an answer with reasoning,
+text and a tool call can be cut, in every family's own syntax, an assembler restored from the events published before
+the cut (and the model's text the log keeps with them), continued by the scripted engine (which goes on from what the
+prompt already holds of its entry, as a deterministic model would), ends with the same output as the uncut answer,
+its events numbered on from the cut, and what was written back is the answer's own beginning, byte for byte.
 
 A log that kept no model text (an older replica's) falls back to the items: ChatML writes calls back, GLM and
 DeepSeek refuse a cut call with an engine error, and GLM's empty reasoning still gets its `</think>`."""
@@ -22,9 +22,9 @@ from maya_server.metrics import Metrics
 from maya_server.neutral.conversation import PartialItem, PartialTurn
 from maya_server.neutral.events import Finished, RawOutput
 from maya_server.pipeline.generation import GenerationService
-from maya_server.responses.assembler import ResponseAssembler
-from maya_server.responses.convert import to_conversation, to_settings
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.assembly.assembler import ResponseAssembler
+from maya_server.responses.conversion.convert import to_conversation, to_settings
+from maya_server.responses.request.request import parse_responses_request
 
 DSML = "｜DSML｜"
 ANSWERS = {

@@ -10,8 +10,8 @@ import re
 import pytest
 
 from maya_server.errors import InvalidRequestError
-from maya_server.responses.request_items import parse_input
-from maya_server.responses.stored_items import replay, stored_input_items
+from maya_server.responses.request.items import parse_input
+from maya_server.responses.persistence.stored_items import replay, stored_input_items
 
 IMAGE = {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}
 

@@ -15,10 +15,10 @@ import pytest
 
 from maya_server.errors import InvalidRequestError
 from maya_server.responses.jobs.manager import JobManager
-from maya_server.responses.records import ResponseRecords
+from maya_server.responses.endpoints.records import ResponseRecords
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.memory import MemoryStore
-from maya_server.responses.stored_turn import StoredTurn
+from maya_server.responses.persistence.stored_turn import StoredTurn
 
 from tests.responses.api.sse import iter_frames, read_stream
 from tests.server import wait_for

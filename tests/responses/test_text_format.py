@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from maya_server.errors import InvalidRequestError
-from maya_server.responses.text_format import TextConfig, parse_text_config
+from maya_server.responses.request.text_format import TextConfig, parse_text_config
 from maya_server.structured.formats import JsonObjectFormat, JsonSchemaFormat, TextFormat
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": False}

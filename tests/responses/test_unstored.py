@@ -6,9 +6,9 @@ import pytest
 
 from maya_server.errors import EngineError
 from maya_server.neutral.events import Failed, Finished, TextDelta, Usage
-from maya_server.responses.assembler import ResponseAssembler
-from maya_server.responses.request import parse_responses_request
-from maya_server.responses.unstored import UNSTORED_IDS, UnstoredResponses
+from maya_server.responses.assembly.assembler import ResponseAssembler
+from maya_server.responses.request.request import parse_responses_request
+from maya_server.responses.persistence.unstored import UNSTORED_IDS, UnstoredResponses
 
 USAGE = Usage(prompt_tokens=1, cached_tokens=0, completion_tokens=1, reasoning_tokens=0)
 

@@ -165,8 +165,8 @@ def test_json_instructions():
 def test_plain_text_never_imports_jsonschema():
     script = (
         "import sys\n"
-        "from maya_server.responses.request import parse_responses_request\n"
-        "from maya_server.responses.convert import to_conversation\n"
+        "from maya_server.responses.request.request import parse_responses_request\n"
+        "from maya_server.responses.conversion.convert import to_conversation\n"
         "from maya_server.structured.validator import StructuredValidator\n"
         "request = parse_responses_request({'input': 'hi', 'text': {'format': {'type': 'json_object'}}})\n"
         "to_conversation(request)\n"

@@ -5,8 +5,8 @@ The record keeps what a task needs to run anywhere (`redis_lua.py`: the validate
 the model and family it was admitted for, its deadline). When its owner's lease lapses (killed, stopped, cut
 off from Redis) or its owner hands it over (shutting down), the replicas race to take it with `CLAIM`; the one
 that wins gets a `ClaimedTask` and rebuilds the task with its own engine through a `Resumer` (given by the API
-layer above `jobs/`, which knows how a request is validated and prepared: `responses/resumable.py`). A task
-that must not be taken ends here instead (`ended`), with its own code in the `error` event:
+layer above `jobs/`, which knows how a request is validated and prepared: `responses/background/resumable.py`). A
+task that must not be taken ends here instead (`ended`), with its own code in the `error` event:
 
 - `response_cancelled`: a cancel came through some replica while it had no owner;
 - `job_timeout`: its deadline passed (a task is never resumed after it);

@@ -40,10 +40,10 @@ from ...errors import (
 )
 from ...neutral.events import PipelineEvent
 from ...pipeline.drain import drain
-from ..assembler import ResponseAssembler
+from ..assembly.assembler import ResponseAssembler
 from .event_log import EventLog
 from ..settings import ResponsesSettings
-from ..stored_turn import StoredTurn
+from ..persistence.stored_turn import StoredTurn
 
 TRANSITIONS = {
     "queued": {"in_progress", "cancelled", "failed"},
@@ -114,7 +114,7 @@ class JobManager:
     backend = "memory"
     resumer = None
     """What rebuilds a task taken over from another replica (`jobs/handover.py`): only a shared backend takes
-    tasks over; the API layer sets it (`responses/resumable.py`)."""
+    tasks over; the API layer sets it (`responses/background/resumable.py`)."""
 
     def __init__(
         self,

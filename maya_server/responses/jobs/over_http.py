@@ -24,10 +24,10 @@ from ...neutral.events import PipelineEvent
 from ...http.shutdown import shutdown_error
 from ...http.sse import EventStreamResponse, encode_event
 from ...util.kept_json import dumps_kept
-from ..assembler import ResponseAssembler
+from ..assembly.assembler import ResponseAssembler
 from .event_log import LoggedEvent
 from .manager import Job, JobManager
-from ..stored_turn import StoredTurn
+from ..persistence.stored_turn import StoredTurn
 
 WRITE_BYTES = 65536
 """The most bytes of frames one write joins (a single larger event is written alone): a reader that replays a

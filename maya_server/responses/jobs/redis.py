@@ -47,7 +47,7 @@ import orjson
 
 from ...errors import EventTooLarge, MayaError, StoreUnavailableError
 from . import redis_lua as lua
-from ..assembler import ResponseAssembler
+from ..assembly.assembler import ResponseAssembler
 from .event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from .handover import ClaimedTask, Resumer, TakeOverFigures, ended, packed_images, unpacked_images
 from .manager import (
@@ -102,8 +102,8 @@ class RedisJobManager(JobManager):
         self.resume_limit = resume_limit
         self.shutdown_grace_s = shutdown_grace_s
         self.resumer: Resumer | None = None
-        """Rebuilds a task taken over (set by the API layer, `responses/resumable.py`); None: this replica takes
-        none over, and only ends the tasks that nobody may take."""
+        """Rebuilds a task taken over (set by the API layer, `responses/background/resumable.py`); None: this
+        replica takes none over, and only ends the tasks that nobody may take."""
         self.link = link
         self.lease_s = lease_s
         self.heartbeat_s = min(1.0, lease_s / 4)

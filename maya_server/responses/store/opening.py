@@ -3,7 +3,7 @@
 `memory` (the default) is this process's memory. A `redis://`, `rediss://` (TLS) or `unix://` URL is a
 Redis or Valkey server shared by every replica given the same URL and prefix. Its password comes from the
 URL or from `--store-password-file`, never both; it is never shown: /v1/status and the metrics show the URL
-without its credentials (`shown_url`).
+without its credentials (`shown_url`, `util/store_url.py`, with the setting's check).
 """
 
 from __future__ import annotations
@@ -11,40 +11,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ...errors import ConfigError
+from ...util.store_url import shown_url
 from ..settings import ResponsesSettings
 from .interface import ResponseStoreBackend
 from .memory import MemoryStore
-
-REDIS_SCHEMES = ("redis", "rediss", "unix")
-
-
-def check_store_url(name: str, value: object) -> str:
-    """The `store` setting: `memory` or a Redis URL (its scheme and host checked, nothing connected)."""
-    if not isinstance(value, str) or not value:
-        raise ConfigError(name, f"must be 'memory' or a redis://, rediss:// or unix:// URL, got {value!r}")
-    if value == "memory":
-        return value
-    parts = urlsplit(value)
-    if parts.scheme not in REDIS_SCHEMES:
-        raise ConfigError(name, f"must be 'memory' or a redis://, rediss:// or unix:// URL, got {shown_url(value)!r}")
-    if parts.scheme == "unix" and not parts.path:
-        raise ConfigError(name, "a unix:// URL names the socket's path, e.g. unix:///run/redis/redis.sock")
-    if parts.scheme != "unix" and not parts.hostname:
-        raise ConfigError(name, f"names no host: {shown_url(value)!r}")
-    return value
-
-
-def shown_url(url: str) -> str:
-    """The URL without user name or password: what status pages, metrics and errors may show."""
-    parts = urlsplit(url)
-    if parts.password is None and parts.username is None:
-        return url
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def read_secret(name: str, path: str | None) -> bytes | None:

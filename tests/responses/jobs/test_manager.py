@@ -8,10 +8,10 @@ import pytest
 
 from maya_server.errors import JobCleanupError
 from maya_server.neutral.events import Finished, TextDelta, Usage
-from maya_server.responses.assembler import ResponseAssembler
+from maya_server.responses.assembly.assembler import ResponseAssembler
 from maya_server.responses.jobs.event_log import EventLog
 from maya_server.responses.jobs.manager import Job, JobManager
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.request.request import parse_responses_request
 from maya_server.responses.settings import ResponsesSettings
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from maya_server.neutral.events import TextDelta
 from maya_server.neutral.events import Finished, Usage
-from maya_server.responses.assembler import ResponseAssembler
-from maya_server.responses.request import parse_responses_request
+from maya_server.responses.assembly.assembler import ResponseAssembler
+from maya_server.responses.request.request import parse_responses_request
 from maya_server.responses.store.packing import (
     ENTRY_KEYS, pack_envelope, pack_item, pack_own, unpack_item, unpack_own, unpack_response,
 )

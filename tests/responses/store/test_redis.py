@@ -14,7 +14,7 @@ from maya_server.errors import ConfigError, NotFoundError, StoreUnavailableError
 from maya_server.http.auth import owner_of
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store import redis_lua
-from maya_server.responses.store.opening import shown_url
+from maya_server.util.store_url import shown_url
 
 from tests.redis_server import RedisServer, command, free_port
 from tests.responses.store_backends import open_sync_store, shared_redis

@@ -34,13 +34,13 @@ from typing import Awaitable, Iterator
 
 import orjson
 
-from ..errors import ConflictError, InvalidRequestError, NotFoundError
-from .jobs.manager import Job, JobManager
-from .request import ResponsesRequest
-from .store.interface import ResponseStoreBackend, StoredHistory
-from .stored_turn import StoredTurn
-from .unstored import UnstoredResponses
-from ..util.echoed import echoed
+from ...errors import ConflictError, InvalidRequestError, NotFoundError
+from ..jobs.manager import Job, JobManager
+from ..request.request import ResponsesRequest
+from ..store.interface import ResponseStoreBackend, StoredHistory
+from ..persistence.stored_turn import StoredTurn
+from ..persistence.unstored import UnstoredResponses
+from ...util.echoed import echoed
 
 
 class ResponseRecords:

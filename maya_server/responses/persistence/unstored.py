@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ..util.echoed import echoed
+from ...util.echoed import echoed
 
 UNSTORED_IDS = 4096
 """The most ids remembered at once, over all owners (a constant: the memory is small and only improves

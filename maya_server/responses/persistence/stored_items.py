@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ..errors import InvalidRequestError
-from .assembler import new_id
-from .request_items import FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, MessageItem, parse_item
-from ..util.echoed import echoed
+from ...errors import InvalidRequestError
+from ..assembly.assembler import new_id
+from ..request.items import FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, MessageItem, parse_item
+from ...util.echoed import echoed
 
 ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
 

@@ -18,14 +18,14 @@ from typing import Any, Literal, Mapping
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 
-from ..neutral.conversation import ReasoningEffort
-from ..errors import InvalidRequestError
-from ..util.validation import validate_model
-from .request_items import InputItem, parse_input
-from .request_tools import FunctionTool, ToolChoice, check_tool_choice, parse_tool_choice, parse_tools
-from ..structured.formats import OutputFormat, TextFormat
+from ...neutral.conversation import ReasoningEffort
+from ...errors import InvalidRequestError
+from ...util.validation import validate_model
+from .items import InputItem, parse_input
+from .tools import FunctionTool, ToolChoice, check_tool_choice, parse_tool_choice, parse_tools
+from ...structured.formats import OutputFormat, TextFormat
 from .text_format import TextConfig, parse_text_config
-from ..util.wire import Wire, bad_value, reject_unsupported
+from ...util.wire import Wire, bad_value, reject_unsupported
 
 METADATA_PAIRS = 16
 METADATA_KEY_CHARS = 64

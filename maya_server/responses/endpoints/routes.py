@@ -24,24 +24,24 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..engine.fifo import Admission
-from ..neutral.conversation import image_parts
-from ..http.drain import answer_json, stream_frames
-from ..errors import InvalidRequestError, StoreUnavailableError
-from ..neutral.events import PipelineEvent
-from ..pipeline.generation import GenerationService
-from ..http.body import BodyLimits, read_json
-from ..http.image_loading import load_admitted
-from ..http.shutdown import shutdown_error
-from ..http.sse import EventStreamResponse, encode_event
-from .assembler import ResponseAssembler
-from .jobs.over_http import start_job
-from .worker_generation import in_worker
-from .convert import to_conversation, to_settings
-from ..structured.gate import gated, publish_gate
+from ...engine.fifo import Admission
+from ...neutral.conversation import image_parts
+from ...http.drain import answer_json, stream_frames
+from ...errors import InvalidRequestError, StoreUnavailableError
+from ...neutral.events import PipelineEvent
+from ...pipeline.generation import GenerationService
+from ...http.body import BodyLimits, read_json
+from ...http.image_loading import load_admitted
+from ...http.shutdown import shutdown_error
+from ...http.sse import EventStreamResponse, encode_event
+from ..assembly.assembler import ResponseAssembler
+from ..jobs.over_http import start_job
+from ..background.worker_generation import in_worker
+from ..conversion.convert import to_conversation, to_settings
+from ...structured.gate import gated, publish_gate
 from .records import ResponseRecords
-from .request import ResponsesRequest, parse_responses_request
-from .stored_turn import StoredTurn
+from ..request.request import ResponsesRequest, parse_responses_request
+from ..persistence.stored_turn import StoredTurn
 
 
 def responses_router(
@@ -73,7 +73,7 @@ def responses_router(
         """A job, answered at once (JSON) or streamed to its first reader. Nothing is admitted to the engine
         here: a worker takes the job's place when it starts it, and waits however full the queue is. A job
         with images has what can be refused without fetching refused now; its worker loads them and
-        prepares (`worker_generation.py`)."""
+        prepares (`responses/background/worker_generation.py`)."""
         settings = to_settings(body)
         conversation = to_conversation(body, prior=turn.prior)
         service.check_images(conversation)

@@ -17,8 +17,8 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from ..errors import InvalidRequestError
-from .jobs.over_http import stream_job
+from ...errors import InvalidRequestError
+from ..jobs.over_http import stream_job
 from .records import ResponseRecords
 
 MAX_PAGE = 100

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from maya_server.responses.collectors import (
+from maya_server.responses.metrics import (
     COUNTERS, GAUGES, JOB_COUNTERS, JOB_GAUGES, JobCollector, StoreCollector, TIMINGS,
 )
 from maya_server.responses.jobs.manager import JobManager

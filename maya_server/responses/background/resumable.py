@@ -1,4 +1,4 @@
-"""A background task rebuilt on the replica that took it over (`jobs/handover.py` says when that happens).
+"""A background task rebuilt on the replica that took it over (`responses/jobs/handover.py` says when).
 
 The record keeps the request as it was validated, the history pinned at admission and the model and family it
 was admitted for (the claim checks those two, so the engine here renders it as the first would have), and its
@@ -22,18 +22,18 @@ from typing import Callable
 
 import orjson
 
-from ..images.loader import with_image_data
-from ..pipeline.generation import GenerationService
-from ..structured.gate import gated, publish_gate
-from .assembler import ResponseAssembler
-from .convert import to_conversation, to_settings
-from .jobs.handover import ClaimedTask
-from .jobs.manager import Job
-from .request import parse_responses_request
-from .store.interface import ResponseStoreBackend
-from .store.redis_link import ScopedOwner
-from .stored_turn import StoredTurn
-from .unstored import UnstoredResponses
+from ...images.loader import with_image_data
+from ...pipeline.generation import GenerationService
+from ...structured.gate import gated, publish_gate
+from ..assembly.assembler import ResponseAssembler
+from ..conversion.convert import to_conversation, to_settings
+from ..jobs.handover import ClaimedTask
+from ..jobs.manager import Job
+from ..request.request import parse_responses_request
+from ..store.interface import ResponseStoreBackend
+from ..store.redis_link import ScopedOwner
+from ..persistence.stored_turn import StoredTurn
+from ..persistence.unstored import UnstoredResponses
 from .worker_generation import in_worker
 
 

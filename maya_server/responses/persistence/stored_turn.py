@@ -19,7 +19,7 @@ opening releases what was pinned before it propagates. `release()` is
 idempotent, and a turn can be handed over only once.
 
 Which history a turn continues is decided by `ResponseRecords.open_turn`
-(`records.py`), the one owner of "job record first, then the store": it hands
+(`responses/endpoints/records.py`), the one owner of "job record first, then the store": it hands
 this turn either the store's copy, already pinned, or, when the store has
 evicted a background response whose job record is still retained, that
 record's items, which are then stored again with this turn. `save` is the
@@ -35,9 +35,9 @@ from typing import Sequence
 
 import orjson
 
-from .request import ResponsesRequest
-from .request_items import InputItem
-from .store.interface import ResponseStoreBackend, StoredHistory
+from ..request.request import ResponsesRequest
+from ..request.items import InputItem
+from ..store.interface import ResponseStoreBackend, StoredHistory
 from .stored_items import replay, stored_input_items
 from .unstored import UnstoredResponses
 

@@ -6,10 +6,10 @@ context and never stored or echoed.
 
 from __future__ import annotations
 
-from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
-from .request import ResponsesRequest
-from .request_tools import FunctionToolChoice
-from ..structured.formats import JsonSchemaFormat, OutputFormat
+from ...engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
+from ..request.request import ResponsesRequest
+from ..request.tools import FunctionToolChoice
+from ...structured.formats import JsonSchemaFormat, OutputFormat
 
 
 def response_envelope(request: ResponsesRequest, model: str) -> dict:

@@ -21,20 +21,20 @@ from __future__ import annotations
 
 from typing import Sequence, Union
 
-from ..neutral.conversation import (
+from ...neutral.conversation import (
     Conversation, ImagePart, Message, NamedToolChoice, Part, TextPart, ToolCall, ToolResult, ToolSpec, Turn,
 )
-from ..engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
-from ..errors import InvalidRequestError
-from ..pipeline.generation import GenerationSettings
-from .request import ResponsesRequest
-from .request_items import (
+from ...engine.base import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
+from ...errors import InvalidRequestError
+from ...pipeline.generation import GenerationSettings
+from ..request.request import ResponsesRequest
+from ..request.items import (
     FunctionCallItem, FunctionCallOutputItem, InputImage, InputItem, InputText, MessageItem, OutputText, ReasoningItem,
 )
-from .request_tools import FunctionToolChoice
-from ..structured.formats import output_schema
-from ..util.wire import path
-from ..util.echoed import echoed
+from ..request.tools import FunctionToolChoice
+from ...structured.formats import output_schema
+from ...util.wire import path
+from ...util.echoed import echoed
 
 Prefix = Union[tuple, None]
 """Where an item sits in the request (`("input", 3)`), or None for an item of the stored history."""
@@ -206,7 +206,7 @@ def _output_parts(item: FunctionCallOutputItem, prefix: Prefix) -> tuple[Part, .
 
 
 def _image(part: InputImage, prefix: Prefix, *at: object) -> ImagePart:
-    """`request_items` checked the part's fields; whether the engine takes images at all is
+    """`responses/request/items.py` checked the part's fields; whether the engine takes images at all is
     `GenerationService.load_images`'s one check."""
     return ImagePart(part.image_url or "", param=_param(prefix, *at, "image_url"))
 

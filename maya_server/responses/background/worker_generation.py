@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import AsyncIterator, Awaitable, Callable
 
-from ..errors import MayaError
-from ..neutral.conversation import Conversation, PartialTurn, image_parts
-from ..neutral.events import Failed, PipelineEvent, Usage
-from ..pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
+from ...errors import MayaError
+from ...neutral.conversation import Conversation, PartialTurn, image_parts
+from ...neutral.events import Failed, PipelineEvent, Usage
+from ...pipeline.generation import GenerationService, GenerationSettings, PreparedGeneration
 
 
 async def in_worker(service: GenerationService, conversation: Conversation, settings: GenerationSettings,

@@ -14,9 +14,9 @@ from typing import Any, Literal, Sequence, Union
 
 from pydantic import Field, StrictStr
 
-from ..errors import InvalidRequestError
-from ..util.validation import validate_model
-from ..util.wire import Wire, bad_value, path, reject_unsupported, tag
+from ...errors import InvalidRequestError
+from ...util.validation import validate_model
+from ...util.wire import Wire, bad_value, path, reject_unsupported, tag
 
 Status = Literal["in_progress", "completed", "incomplete"]
 Role = Literal["user", "assistant", "system", "developer"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, Sequence
 
-from ..errors import InvalidRequestError
-from ..structured.formats import OutputFormat, TextFormat, parse_format
-from ..util.validation import validate_model
-from ..util.wire import Wire, bad_value, path
+from ...errors import InvalidRequestError
+from ...structured.formats import OutputFormat, TextFormat, parse_format
+from ...util.validation import validate_model
+from ...util.wire import Wire, bad_value, path
 
 
 class TextConfig(Wire):

@@ -12,10 +12,10 @@ from typing import Any, Literal, Sequence, Union
 
 from pydantic import Field, StrictBool, StrictStr
 
-from ..errors import InvalidRequestError
-from ..util.validation import validate_model
-from ..structured.strict import check_strict_parameters
-from ..util.wire import Wire, bad_value, path, reject_unsupported, tag
+from ...errors import InvalidRequestError
+from ...util.validation import validate_model
+from ...structured.strict import check_strict_parameters
+from ...util.wire import Wire, bad_value, path, reject_unsupported, tag
 
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
 _CHOICE_MODES = ("auto", "none", "required")

@@ -6,7 +6,7 @@ gives the final object (`snapshot()`), so the SSE stream, the JSON answer and
 (later) the stored copy can never disagree. Sequence numbers are assigned
 here and nowhere else, from 0: even the one event of a background response
 that its own stream does not make (a reader's "you fell behind" error, written
-by `event_log.py`) takes its number from `reserve_sequence`.
+by `responses/jobs/event_log.py`) takes its number from `reserve_sequence`.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from ..errors import MayaError
-from ..neutral.conversation import PartialItem, PartialTurn
-from ..neutral.events import (
+from ...errors import MayaError
+from ...neutral.conversation import PartialItem, PartialTurn
+from ...neutral.events import (
     Failed, Finished, PipelineEvent, RawOutput, ReasoningDelta, ReasoningFinished, TextDelta, ToolCallArgumentsDelta,
     ToolCallFinished, ToolCallInvalid, ToolCallStarted, Usage,
 )
 from .envelope import response_envelope
-from .request import ResponsesRequest
+from ..request.request import ResponsesRequest
 
 
 def new_id(prefix: str) -> str:
@@ -204,7 +204,7 @@ class ResponseAssembler:
     def restore(self, snapshot: dict, events: list[dict], raw: list[list | None] | None = None) -> None:
         """Stand where a background response taken over from another replica stood: its creation time and state
         from its record's snapshot, its items (ids, text so far, which is open) from its published events. The
-        log numbers what follows (`jobs/redis_lua.py`), so the sequence goes on from the last event here.
+        log numbers what follows (`responses/jobs/redis_lua.py`), so the sequence goes on from the last event here.
         `raw`: the model's text the log kept with each event (`take_raw`), when it kept any: the turn is then
         written back from it (`partial_turn`)."""
         self.created_at = snapshot["created_at"]
