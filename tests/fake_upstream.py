@@ -45,6 +45,9 @@ class FakeUpstream:
         self.recorded_stream: bytes | None = None
         """A recorded `/v1/completions` body, answered (whatever the request) instead of `answer`."""
         self.answer = "Hello!"
+        self.answer_ids: list[int] | None = None
+        """The ids the answer is generated as, where not the tokenizer's own spelling of `answer` (a model may write
+        a text with ids that tokenizing it would not give)."""
         self.raw_pieces: list[str] | None = None
         """Text-only engines: the JSON string literals (escapes and all) of each chunk, instead of `answer`."""
         self.requests: list[dict] = []
@@ -92,7 +95,7 @@ class FakeUpstream:
         """llama-server's own endpoint, as Maya drives it: ids in `tokens`, no chunk at all for a token that ends
         inside a character (the next one brings the whole character and only its own id), no `[DONE]`."""
         self.requests.append(await request.json())
-        ids = self.tokenizer.encode(self.answer, special=False)
+        ids = self._generated_ids()
         frames, sent = [], ""
         for i, token_id in enumerate(ids):
             text = self.tokenizer.decode(ids[:i + 1])
@@ -115,7 +118,7 @@ class FakeUpstream:
                 piece = self.answer[start:start + 2]
                 yield b"data: " + orjson.dumps({"choices": [{"index": 0, "text": piece}]}) + b"\n\n"
         else:
-            ids = self.tokenizer.encode(self.answer, special=False)
+            ids = self._generated_ids()
             sent = ""
             for i, token_id in enumerate(ids):
                 text = self.tokenizer.decode(ids[:i + 1])
@@ -125,6 +128,9 @@ class FakeUpstream:
         yield b"data: " + orjson.dumps({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}],
                                         "usage": {"prompt_tokens": 5, "completion_tokens": 3}}) + b"\n\n"
         yield b"data: [DONE]\n\n"
+
+    def _generated_ids(self) -> list[int]:
+        return self.answer_ids if self.answer_ids is not None else self.tokenizer.encode(self.answer, special=False)
 
     def _frame(self, token_id: int, piece: str) -> bytes:
         """One generated token: its id (where the engine sends ids) and the text it completes."""

@@ -73,6 +73,15 @@ class GeneratedToken:
     id: int
     text: str
     """The decoded text piece; multi-byte characters split over tokens arrive whole in a later piece."""
+    ids: Sequence[int] | None = None
+    """Every id the piece stands for, in order, where that is not `id` alone: a read's tokens relayed as one piece
+    (`id` is their last), or `()` for held-back text flushed at the end, which brings no id of its own. The
+    pipeline keeps them all: a turn comes back as history spelled with exactly the ids generated
+    (`pipeline/spellings.py`)."""
+
+    @property
+    def all_ids(self) -> Sequence[int]:
+        return (self.id,) if self.ids is None else self.ids
 
 
 @dataclass

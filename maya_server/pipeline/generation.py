@@ -264,7 +264,10 @@ class GenerationService:
                 if awaiting_first:  # the first token yielded, whatever count an upstream's first chunk brought
                     self.metrics.first_token_seconds.observe(time.perf_counter() - started)
                     awaiting_first = False
-                state.generated_ids.append(token.id)
+                if token.ids is None:
+                    state.generated_ids.append(token.id)
+                else:  # a read's tokens as one piece, or text held back with no id of its own
+                    state.generated_ids.extend(token.ids)
                 events = _with_raw(state, state.parser.feed(state.stops.feed(token.text)))
                 for event in events:
                     if isinstance(event, ReasoningDelta):

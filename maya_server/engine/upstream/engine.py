@@ -354,8 +354,8 @@ def _token_run(fields: list[tuple[bytes, bytes]], native: bool) -> TokenRun | No
 
 
 def together(tokens: list[GeneratedToken]) -> GeneratedToken:
-    """The tokens of one read as one piece of text (the last id stands for them): the pipeline, the parser and
-    the client's stream then take one step for all of them. The engine's own counts say how many there were."""
+    """The tokens of one read as one piece of text (`id` the last id, `ids` all of them): the pipeline, the parser
+    and the client's stream then take one step for all of them. The engine's own counts say how many there were."""
     if len(tokens) == 1:
         return tokens[0]
-    return GeneratedToken(tokens[-1].id, "".join(t.text for t in tokens))
+    return GeneratedToken(tokens[-1].id, "".join(t.text for t in tokens), [i for t in tokens for i in t.all_ids])

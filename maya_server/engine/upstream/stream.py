@@ -97,7 +97,7 @@ class TokenStream:
         if self.finish_reason is not None:
             tail = self._detokenizer.flush()  # text held back for a character the turn ended inside
             if tail:
-                tokens.append(GeneratedToken(self._last_id, tail))
+                tokens.append(GeneratedToken(self._last_id, tail, ()))
         return tokens
 
     def takes_whole(self, run: TokenRun) -> bool:
@@ -110,8 +110,8 @@ class TokenStream:
                 and (run.aligned or not self._text_mends_ids))
 
     def feed_run(self, run: TokenRun) -> GeneratedToken:
-        """A run that `takes_whole` let through, as one piece (the last id stands for the run, as `together` makes
-        one of a read's tokens): the text that feeding its events one by one gives, without an object per id.
+        """A run that `takes_whole` let through, as one piece (`id` its last id, `ids` all of them, as `together`
+        makes one of a read's tokens): the text that feeding its events one by one gives, without an object per id.
         With `text_mends_ids` that is the run's own text: each event's is either what its ids decode to or what
         mends them (an event without text, a control token's, keeps its decoded tag, and one without ids adds
         nothing: `takes_whole` leaves such a run to be fed one by one)."""
@@ -119,7 +119,7 @@ class TokenStream:
         decoded = self._detokenizer.push_all(ids)
         self.generated_tokens += len(ids)
         self._last_id = ids[-1]
-        return GeneratedToken(ids[-1], run.text if self._mends(decoded, run.text) else decoded)
+        return GeneratedToken(ids[-1], run.text if self._mends(decoded, run.text) else decoded, ids)
 
     def counts(self) -> Counts:
         """The counts so far: ids taken (text chunks until `finish` gives the upstream's count), cached prompt."""

@@ -7,8 +7,9 @@ import re
 import pytest
 
 from maya_server.config import default_model_path
-from maya_server.engine.base import Counts
+from maya_server.engine.base import Counts, GeneratedToken
 from maya_server.engine.detokenizer import MAX_PENDING, IncrementalDetokenizer
+from maya_server.engine.upstream.engine import together
 from maya_server.engine.upstream.stream import GRACE_EVENTS, UNKNOWN_ID, TokenStream
 from maya_server.engine.upstream.wire import TokenRun, UpstreamChunk
 from maya_server.errors import UpstreamError
@@ -179,17 +180,37 @@ def test_llama_servers_native_stream_read_and_mended_whole(tokenizer):
 def _fed_in_runs(stream: TokenStream, chunks: list[UpstreamChunk], size: int) -> str:
     """`chunks` fed as `UpstreamEngine._stream` does a read of `size` events: a run of token events whole where
     `takes_whole` lets it through, else event by event."""
-    out = []
+    return "".join(piece.text for piece in _pieces_in_runs(stream, chunks, size))
+
+
+def _pieces_in_runs(stream: TokenStream, chunks: list[UpstreamChunk], size: int) -> list[GeneratedToken]:
+    pieces = []
     for start in range(0, len(chunks), size):
         read = chunks[start:start + size]
         tokens_only = all(c.token_ids is not None and c.finish_reason is None for c in read)
         run = TokenRun([i for c in read for i in (c.token_ids or ())], "".join(c.text for c in read),
                        all(c.text and c.token_ids for c in read))
         if size > 1 and tokens_only and stream.takes_whole(run):
-            out.append(stream.feed_run(run).text)
+            pieces.append(stream.feed_run(run))
         else:
-            out += [t.text for c in read for t in stream.feed(c)]
-    return "".join(out)
+            pieces += [t for c in read for t in stream.feed(c)]
+    return pieces
+
+
+@pytest.mark.parametrize("size", [1, 3, 50])
+def test_pieces_carry_every_id_generated_once_in_order(tokenizer, size):
+    """The ids a turn's pieces stand for are the ids generated, each once, whether a read went whole or event by
+    event, and when the turn ends inside a character (its held-back text comes with no id of its own): the answer
+    comes back as history spelled with them (`pipeline/spellings.py`)."""
+    text = "Héllo wörld! 日本語 🐉🎉 and a last dragon 🐉"
+    ids = tokenizer.encode(text, special=False)[:-1]  # the turn ends inside the last dragon
+    chunks = [UpstreamChunk(text="", token_ids=(i,)) for i in ids] + \
+        [UpstreamChunk(finish_reason="length", completion_tokens=len(ids))]
+    pieces = _pieces_in_runs(TokenStream(tokenizer, frozenset({IM_END}), 100), chunks, size)
+    assert [i for piece in pieces for i in piece.all_ids] == ids
+    assert "".join(piece.text for piece in pieces).startswith(text[:-1])
+    together_ = together(pieces)
+    assert list(together_.all_ids) == ids and together_.id == ids[-1]
 
 
 def llama_server_chunks_with_control_tokens(tokenizer, text: str) -> list[UpstreamChunk]:
