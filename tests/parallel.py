@@ -1,4 +1,4 @@
-"""`make test-parallel`'s two passes: the suite on several workers, then the tests that must run alone.
+"""`make test`'s two passes: the suite on several workers, then the tests that must run alone.
 
 Most of the suite waits on processes (servers starting, leases lapsing, engines answering), not on the CPU, so
 more workers than cores keep the cores busy: `MAYA_TEST_WORKERS` (default: twice the cores this process may use,

@@ -277,6 +277,7 @@ class RedisJobManager(JobManager):
                 self._cancel_asked(job.id)
             elif answer in (b"fenced", b"gone"):
                 job.log.refused()
+            # b"ended": this replica's own last flush finished it; the flush's answer tells the log
         for job_id in lapsed:
             if job_id.decode() not in self._draining and not self._stopping:
                 await self._take_over(job_id.decode())

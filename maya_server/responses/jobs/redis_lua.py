@@ -228,14 +228,17 @@ return {'ok', tonumber(redis.call('HGET', r, 'cx'))}
 
 HEARTBEAT = COMMON + r"""
 -- ARGV: P now ttl lease_until [id fence]...
--- Renew the leases this replica holds; answer each with ok, cancel (asked elsewhere), fenced or gone; list up to
--- 16 records whose lease lapsed; and the fleet's figures (as `FIGURES`).
+-- Renew the leases this replica holds; answer each with ok, cancel (asked elsewhere), ended (finished under this
+-- very fence: by this replica's own last flush, which its heartbeat may meet before the flush's answer came
+-- back; ending it elsewhere moves the fence), fenced or gone; list up to 16 records whose lease lapsed; and the
+-- fleet's figures (as `FIGURES`).
 local now, ttl, lease_until = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 purge(now, ttl)
 local answers = {}
 for i = 5, #ARGV, 2 do
-  local id = ARGV[i]
-  local checked = check_fence(id, tonumber(ARGV[i + 1]))
+  local id, fence = ARGV[i], tonumber(ARGV[i + 1])
+  local checked = check_fence(id, fence)
+  if checked == 'fenced' and tonumber(redis.call('HGET', rec(id), 'f')) == fence then checked = 'ended' end
   if checked == 'ok' then
     redis.call('HSET', rec(id), 'lu', lease_until)
     redis.call('ZADD', P .. 'jlease', lease_until, id)

@@ -278,3 +278,23 @@ async def test_a_reserved_number_is_never_given_to_an_event_and_a_reader_skips_i
     assert [event["delta"] for event in events[2:]] == ["word0 ", "word1 ", "word2 ", "word3 "]
     assert await collect(RedisLogReader(logs, "resp_g", 0, 0).follow(3)) == events[4:]  # past the placeholder
     await close(logs)
+
+
+@on_a_loop
+async def test_a_heartbeat_that_meets_its_own_finished_task_hears_ended_and_one_ended_elsewhere_hears_fenced():
+    """The heartbeat renews what its replica holds; the last flush of a task may finish the record before the
+    heartbeat's script runs and after it listed the task. Finished under the heartbeat's own fence, that is its own
+    end (`ended`), not another replica's (`fenced`: the replica would report a lapsed lease it never had)."""
+    logs = await open_logs()
+    ours, reaped = await admit(logs, "resp_hb_ours"), await admit(logs, "resp_hb_reaped")
+    ours.mark("completed")
+    ours.close()
+    await drained(ours)
+    assert await logs.scripts["REAP"](reap_args(logs, "resp_hb_reaped", reaped.fence, 5000.0)) == 1
+    running = await admit(logs, "resp_hb_running")
+    answers, _, _ = await logs.scripts["HEARTBEAT"](
+        [logs.link.prefix, 1001.0, 900, 1061.0, "resp_hb_ours", ours.fence, "resp_hb_reaped", reaped.fence,
+         "resp_hb_running", running.fence, "resp_hb_none", 1])
+    assert answers == [b"ended", b"fenced", b"ok", b"gone"]
+    assert not ours.fenced
+    await close(logs)
