@@ -32,9 +32,7 @@ from tests.embedded import child_http, embedded_server, process_gone, start_cli
 from tests.llama_server import free_port
 from tests.server import wait_for
 
-# serial: llama-server's prompt cache and token cache are read as exact counts across timed requests, and SIGTERM
-# stops on a clock
-pytestmark = [pytest.mark.slow, pytest.mark.serial]
+pytestmark = pytest.mark.slow
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 STORY = "Write a very long story about a dragon who learns to bake bread."

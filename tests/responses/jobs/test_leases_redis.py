@@ -8,8 +8,6 @@ lapsed. It must not be failed, and must complete."""
 
 from __future__ import annotations
 
-import pytest
-
 import time
 
 from tests.responses.api.test_background_shared import background, fleet, read, status
@@ -20,7 +18,6 @@ LONG = "tick " * 800
 """At least eight seconds of tokens at the fleet's scripted delay (0.01 s a token): four leases."""
 
 
-@pytest.mark.serial  # a heartbeat late by other workers' load lets the lease lapse: failed once beside them
 def test_a_queued_task_renewed_only_by_the_heartbeat_outlives_two_leases_and_completes(start_server):
     env = {"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"}  # the second task waits in A's queue, writing nothing
     a, b = fleet(start_server, [[LONG, "waited"], ["unused"]], job_lease_s=LEASE_S, environ=env)
