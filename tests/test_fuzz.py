@@ -313,23 +313,43 @@ def _png() -> bytes:
 PNG = _png()
 
 
-def _image_loader(location: str | None = None):
-    from maya_server.images.address_policy import parse_address, refusal
-    from maya_server.images.loader import ImageLimits, ImageLoader
+class _ImageHost:
+    """The one image server every loader below reaches (a `MockTransport`; every name resolves to a public
+    address): a PNG, after one redirect to `location` where an example sets one. One loader serves all of a test's
+    examples: a loader's first fetch loads the CA bundle (~40 ms), which a loader per example paid 300 times."""
 
-    redirected = []
+    def __init__(self) -> None:
+        self.location: str | None = None
+        self._redirected = False
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def redirecting_once_to(self, location: str | None) -> "_ImageHost":
+        self.location, self._redirected = location, False
+        return self
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        from maya_server.images.address_policy import parse_address, refusal
+
         assert refusal(parse_address(request.url.host)) is None, f"asked to connect to {request.url}"
-        if location is not None and not redirected:
-            redirected.append(True)
-            return httpx.Response(302, headers={"location": location})
+        if self.location is not None and not self._redirected:
+            self._redirected = True
+            return httpx.Response(302, headers={"location": self.location})
         return httpx.Response(200, content=PNG)
 
-    async def public(host, port):
-        return ["93.184.216.34"]
+    def loader(self):
+        from maya_server.images.loader import ImageLimits, ImageLoader
 
-    return ImageLoader(ImageLimits(), resolver=public, transport=httpx.MockTransport(handler))
+        async def public(host, port):
+            return ["93.184.216.34"]
+
+        return ImageLoader(ImageLimits(), resolver=public, transport=httpx.MockTransport(self.handler))
+
+
+@pytest.fixture(scope="module")
+def image_host():
+    host = _ImageHost()
+    loader = host.loader()
+    yield host, loader
+    loader.close()
 
 
 def _load(loader, url: str):
@@ -348,15 +368,19 @@ def _load(loader, url: str):
 
 @IMAGE_EXAMPLES
 @given(url=image_urls)
-def test_image_urls(url):
-    _load(_image_loader(), url)
+def test_image_urls(image_host, url):
+    host, loader = image_host
+    host.redirecting_once_to(None)
+    _load(loader, url)
 
 
 @IMAGE_EXAMPLES
 @given(location=st.one_of(image_urls, st.sampled_from(["/ok.png", "ok.png", "//cdn.example/x", "HTTP://B.example/",
                                                         "data:image/png;base64,AAAA", "http:\\\\h/x", ""])))
-def test_image_redirects_to_odd_locations(location):
-    _load(_image_loader(location), "http://images.example/a.png")
+def test_image_redirects_to_odd_locations(image_host, location):
+    host, loader = image_host
+    host.redirecting_once_to(location)
+    _load(loader, "http://images.example/a.png")
 
 
 @pytest.fixture(scope="module")
@@ -367,7 +391,7 @@ def vision_server():
     running = RunningServer(config, RecordingScriptedEngine(["A picture."], context_size=config.ctx))
     running.engine.accepts_images = True  # the scripted engine, standing in for a vision engine
     service = running.app.state.service
-    service.images = _image_loader()
+    service.images = _ImageHost().loader()
     with httpx.Client(base_url=running.url, timeout=30) as http:
         running.fuzz_http = http
         yield running
