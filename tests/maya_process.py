@@ -2,8 +2,8 @@
 `kill -9`, a `SIGSTOP`/`SIGCONT`, a SIGTERM with other replicas watching.
 
 A replica runs the scripted engine on loopback (`--port 0`); its address is read from the "running on
-http://127.0.0.1:N" line of its stderr, and a thread then keeps draining stderr (the pipe never fills, the
-last lines are kept for failure messages). `Fleet` starts replicas that share one store and kills every one
+http://127.0.0.1:N" line of its stderr, by a thread that keeps draining stderr (the pipe never fills, the
+last lines are kept for failure messages); the test goes on meanwhile, and the first request waits for it. `Fleet` starts replicas that share one store and kills every one
 of them at the end of the test, paused ones included.
 """
 
@@ -28,7 +28,8 @@ START_TIMEOUT_S = 90.0
 
 
 class MayaProcess:
-    """One `python -m maya_server --engine scripted` process, started at construction."""
+    """One `python -m maya_server --engine scripted` process, started at construction. The test goes on while it
+    starts, so the replicas of a fleet start side by side; `url` (and so every request) waits until it runs."""
 
     def __init__(self, name: str, script_file: Path | None, *args: str, delay: float,
                  environ: dict[str, str] | None = None, cwd: Path | None = None) -> None:
@@ -41,35 +42,35 @@ class MayaProcess:
         argv = [sys.executable, "-m", "maya_server", *engine, "--port", "0", *args]
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
-        self.url = self._wait_until_running()
-        self._drain = threading.Thread(target=self._keep_draining, name=f"maya-{name}-stderr", daemon=True)
-        self._drain.start()
+        self._url: str | None = None
+        self._running = threading.Event()
+        """Set once the "running on" line came, or stderr ended without it (the process exited)."""
+        self._reader = threading.Thread(target=self._read_stderr, name=f"maya-{name}-stderr", daemon=True)
+        self._reader.start()
 
-    def _wait_until_running(self) -> str:
-        found: list[str] = []
-
-        def read() -> None:
-            for line in self.process.stderr:
-                self.lines.append(line.rstrip("\n"))
-                match = RUNNING.search(line)
-                if match:
-                    found.append("http://" + match.group(1))
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(START_TIMEOUT_S)
-        if not found:
+    @property
+    def url(self) -> str:
+        """Its address, once it runs (within `START_TIMEOUT_S`); a process that exited or never ran fails the
+        test, with its last lines."""
+        if not self._running.wait(START_TIMEOUT_S) or self._url is None:
             self.kill()
             raise AssertionError(f"maya {self.name} did not start (exit {self.process.poll()}):\n{self.tail()}")
-        return found[0]
+        return self._url
 
-    def _keep_draining(self) -> None:
+    def _read_stderr(self) -> None:
+        """Keep draining stderr (the pipe never fills; the last lines are kept), noting the address on the way."""
         try:
             for line in self.process.stderr:
                 self.lines.append(line.rstrip("\n"))
+                if self._url is None:
+                    match = RUNNING.search(line)
+                    if match:
+                        self._url = "http://" + match.group(1)
+                        self._running.set()
         except (OSError, ValueError):
             pass
+        finally:
+            self._running.set()
 
     # -- talking to it ------------------------------------------------------------------
     def http(self, timeout: float = 60.0, api_key: str | None = None) -> httpx.Client:
