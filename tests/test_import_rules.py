@@ -244,3 +244,16 @@ def test_modules_import_each_other_one_way():
                 graph.setdefault(source, set()).add(imported)
     cycles = [f"{a} -> {b} -> ... -> {a}" for a in graph for b in graph[a] if a in _reachable(graph, b)]
     assert not cycles, "\n".join(sorted(cycles))
+
+
+def test_a_server_without_mcp_servers_never_imports_the_mcp_sdk():
+    """The MCP SDK is half of importing the app (some 0.4 s of every start, `mcp/connection.py`): a Maya with no
+    `--mcp-config` must not pay it, so importing the app and the command line leaves it unloaded."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, maya_server.app, maya_server.cli; "
+                               "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types'}))"],
+        capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    assert loaded == "[]"

@@ -7,6 +7,9 @@ pings. When the server dies, the supervisor connects again; a server that cannot
 be started `restarts` times in a row is given up (`failed`), and calls to it are
 a 503. Calls come from request tasks, each bounded by `call_timeout`; a call
 whose request goes away is cancelled, and the SDK tells the server so.
+
+The SDK is imported where a connection first needs it, not with this module: it is some 0.4 s of every Maya
+start (half of importing the app), which a server without `--mcp-config` would pay for nothing.
 """
 
 from __future__ import annotations
@@ -17,17 +20,15 @@ import logging
 import time
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
-
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_types import CONNECTION_CLOSED
+from typing import TYPE_CHECKING, Any
 
 from ..errors import McpServerGone
 from .config import McpServerSpec
 from .results import ToolOutcome, limited, outcome_of
 from .settings import McpSettings
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 log = logging.getLogger("maya.mcp")
 
@@ -103,6 +104,9 @@ class McpConnection:
             self._count("unavailable")
             return ToolOutcome(f"The MCP server {self.spec.name!r} is {self.state.value} and was not ready within "
                                f"{self.settings.start_timeout:g}s.", True)
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.settings.call_timeout):  # ours fires first: the SDK's is a second longer
@@ -168,6 +172,8 @@ class McpConnection:
 
         The SDK client is entered with `async with`, so a failure inside its transport's task group arrives
         here as that failure, not as a bare cancellation."""
+        from mcp import Client
+
         client = Client(self._target(), read_timeout_seconds=self.settings.start_timeout)
         try:
             async with AsyncExitStack() as stack:
@@ -216,6 +222,8 @@ class McpConnection:
         return tuple(tools)
 
     def _target(self):
+        from mcp import StdioServerParameters
+
         spec = self.spec
         if spec.command is not None:
             return StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env) or None, cwd=spec.cwd)
@@ -225,6 +233,9 @@ class McpConnection:
 @asynccontextmanager
 async def _http_transport(spec: McpServerSpec):
     """Streamable HTTP with the configured headers, on an HTTP client closed with the connection."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     async with create_mcp_http_client(headers=dict(spec.headers)) as http:
         async with streamable_http_client(spec.url, http_client=http) as streams:
             yield streams
