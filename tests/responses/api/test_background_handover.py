@@ -24,6 +24,9 @@ from tests.server import prometheus_values, wait_for
 TEXT = " ".join(f"w{n}" for n in range(150))
 """150 tokens at 0.04 s a token: some 6 s, long enough to cut it in the middle."""
 DELAY = 0.04
+TAKER_DELAY = 0.005
+"""A replica that only takes tasks over: how fast it writes the rest changes nothing a test checks (the stream is
+whole and numbered whatever the pace), so it writes fast and the test is short."""
 LEASE = ("--job-lease-s", "2")
 OTHER_MODEL = ("--model-name", "another-model")
 """A replica serving another model: it never takes these tasks over."""
@@ -64,7 +67,7 @@ def owner_of(replicas) -> list:
 # -- kill -9 ---------------------------------------------------------------------------------
 def test_kill_9_of_the_owner_mid_task_another_replica_resumes_and_a_reader_reconnecting_gets_one_stream(fleet):
     a = fleet.start([TEXT], *LEASE, delay=DELAY)
-    b = fleet.start([TEXT], delay=DELAY)
+    b = fleet.start([TEXT], delay=TAKER_DELAY)
     job = create(a)
     on_a = Reader(a, job["id"])
     running(on_a, deltas=20)
@@ -87,7 +90,7 @@ def test_kill_9_of_the_owner_mid_task_another_replica_resumes_and_a_reader_recon
 
 def test_three_tasks_queued_on_a_replica_that_is_killed_all_complete_elsewhere(fleet):
     a = fleet.start([TEXT], *LEASE, delay=DELAY, environ={"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"})
-    b = fleet.start([TEXT], delay=DELAY)
+    b = fleet.start([TEXT], delay=TAKER_DELAY)
     busy = create(a)
     queued = [create(a) for _ in range(3)]
     running(Reader(b, busy["id"]), deltas=10)
@@ -103,7 +106,7 @@ def test_three_tasks_queued_on_a_replica_that_is_killed_all_complete_elsewhere(f
 # -- SIGSTOP past the lease ------------------------------------------------------------------
 def test_the_owner_stopped_past_its_lease_is_resumed_elsewhere_and_fenced_when_it_comes_back(fleet):
     a = fleet.start([TEXT], *LEASE, delay=DELAY)
-    b = fleet.start([TEXT], delay=DELAY)
+    b = fleet.start([TEXT], delay=TAKER_DELAY)
     job = create(a)
     on_b = Reader(b, job["id"])
     running(on_b, deltas=20)
@@ -124,7 +127,7 @@ def test_the_owner_stopped_past_its_lease_is_resumed_elsewhere_and_fenced_when_i
 # -- SIGTERM ---------------------------------------------------------------------------------
 def test_sigterm_lets_the_running_task_finish_here_and_hands_the_queued_one_over(fleet):
     a = fleet.start([TEXT], delay=DELAY, environ={"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"})
-    b = fleet.start([TEXT], delay=DELAY)
+    b = fleet.start([TEXT], delay=TAKER_DELAY)
     runs, waits = create(a), create(a)
     on_runs, on_waits = Reader(b, runs["id"]), Reader(b, waits["id"])
     running(on_runs, deltas=10)
@@ -140,7 +143,7 @@ def test_sigterm_lets_the_running_task_finish_here_and_hands_the_queued_one_over
 
 def test_sigterm_with_no_grace_hands_the_running_task_over_and_it_completes_elsewhere(fleet):
     a = fleet.start([TEXT], "--job-shutdown-grace-s", "0", delay=DELAY)
-    b = fleet.start([TEXT], delay=DELAY)
+    b = fleet.start([TEXT], delay=TAKER_DELAY)
     job = create(a)
     on_a, on_b = Reader(a, job["id"]), Reader(b, job["id"])
     running(on_b, deltas=20)
@@ -261,7 +264,7 @@ def in_call(reader: Reader, deltas: int) -> None:
 def test_kill_9_of_the_owner_inside_a_tool_call_another_replica_writes_the_call_back_and_completes_it(fleet, family):
     answer, arguments = CALL_ANSWERS[family], json.dumps({"city": "Paris", "note": NOTE})
     a = fleet.start([answer], "--family", family, *LEASE, delay=DELAY)
-    b = fleet.start([answer], "--family", family, delay=DELAY)
+    b = fleet.start([answer], "--family", family, delay=TAKER_DELAY)
     job = create(a, tools=CALL_TOOLS)
     on_b = Reader(b, job["id"])
     in_call(on_b, deltas=20)
@@ -281,7 +284,7 @@ def test_kill_9_of_the_owner_inside_a_tool_call_another_replica_writes_the_call_
 def test_kill_9_mid_answer_of_a_glm_turn_with_empty_reasoning_resumes_the_answer_where_it_was_cut(fleet):
     words = " ".join(f"w{n}" for n in range(200))
     a = fleet.start(["</think>" + words], "--family", "glm", *LEASE, delay=DELAY)
-    b = fleet.start(["</think>" + words], "--family", "glm", delay=DELAY)
+    b = fleet.start(["</think>" + words], "--family", "glm", delay=TAKER_DELAY)
     job = create(a)
     on_b = Reader(b, job["id"])
     running(on_b, deltas=40)
