@@ -3,8 +3,9 @@
 
 A replica runs the scripted engine on loopback (`--port 0`); its address is read from the "running on
 http://127.0.0.1:N" line of its stderr, by a thread that keeps draining stderr (the pipe never fills, the
-last lines are kept for failure messages); the test goes on meanwhile, and the first request waits for it. `Fleet` starts replicas that share one store and kills every one
-of them at the end of the test, paused ones included.
+last lines are kept for failure messages); the test goes on meanwhile, and the first request waits for it.
+`Fleet` starts replicas that share one store and kills every one of them at the end of the test, paused ones
+included.
 """
 
 from __future__ import annotations

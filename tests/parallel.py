@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Mapping
 
 MOST_WORKERS = 8
 
@@ -35,7 +36,7 @@ def workers() -> int:
     return max(2, min(MOST_WORKERS, 2 * cores))
 
 
-def bytecode_environment(environ: dict[str, str]) -> dict[str, str]:
+def bytecode_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """`environ` with bytecode written and read under `~/.cache/maya/pycache/` (`PYTHONPYCACHEPREFIX`; one the
     caller set wins), so no `__pycache__` appears in the tree whether or not the machine forbids writing them."""
     chosen = dict(environ)
@@ -48,7 +49,7 @@ def bytecode_environment(environ: dict[str, str]) -> dict[str, str]:
 def run_pass(name: str, arguments: list[str]) -> int:
     started = time.monotonic()
     print(f"maya tests: {name}: pytest {' '.join(arguments)}", flush=True)
-    status = subprocess.call([sys.executable, "-m", "pytest", *arguments], env=bytecode_environment(dict(os.environ)))
+    status = subprocess.call([sys.executable, "-m", "pytest", *arguments], env=bytecode_environment(os.environ))
     print(f"maya tests: {name} pass ended with status {status} in {time.monotonic() - started:.0f} s", flush=True)
     return status
 

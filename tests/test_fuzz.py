@@ -322,9 +322,8 @@ class _ImageHost:
         self.location: str | None = None
         self._redirected = False
 
-    def redirecting_once_to(self, location: str | None) -> "_ImageHost":
+    def redirecting_once_to(self, location: str | None) -> None:
         self.location, self._redirected = location, False
-        return self
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         from maya_server.images.address_policy import parse_address, refusal
