@@ -99,7 +99,8 @@ def create_app(config: ServerConfig, engine: Engine, *, clock: Callable[[], floa
     lanes = PrepareLanes(config.prepare_threads, max_waiting=config.max_queue)
     metrics.registry.register(PrepareLanesCollector(lanes))
     service = GenerationService(engine, get_family(config.family), queue, metrics, images, spellings,
-                                isolate_caches=isolates(config.prompt_cache_isolation, config.api_keys), lanes=lanes)
+                                isolate_caches=isolates(config.prompt_cache_isolation, config.api_keys), lanes=lanes,
+                                constrain=config.constrained_decoding)
     hub = McpHub(config.mcp_servers, mcp_settings(config))
     metrics.registry.register(McpCollector(hub))
 

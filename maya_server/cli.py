@@ -51,6 +51,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=ENGINES, help="generation engine (default llamacpp)")
     p.add_argument("--script", metavar="FILE", help="scripted engine: JSON list of completions")
     p.add_argument("--script-delay", dest="script_delay", help="scripted engine: seconds per token")
+    p.add_argument("--no-constrained-decoding", dest="constrained_decoding", action="store_const", const=False,
+                   default=None, help="don't hold structured output and required tool calls to a grammar while the "
+                                      "engine writes them (validation before publishing holds either way)")
     p.add_argument("--max-queue", dest="max_queue",
                    help=f"requests allowed to wait for the engine (default {_default('max_queue')})")
     p.add_argument("--spelling-memory-mib", dest="spelling_memory_mib", metavar="MIB",

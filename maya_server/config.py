@@ -76,6 +76,10 @@ class ServerConfig:
     prompt_cache_isolation: str = "per-key"
     """Whose cached prompts and answers a request may use (`pipeline/cache_scope.py`): `per-key`, its API key's
     own once two or more keys are configured (the engine's prefix cache salted per key); `shared`, everyone's."""
+    constrained_decoding: bool = True
+    """Hold structured output (`text.format`, `response_format`) and the calls `tool_choice` requires to a grammar
+    while the engine writes them, where the engine can (`structured/constraint.py`); off: validation before
+    publishing alone."""
     prepare_threads: int = 2
     """Threads in each of the two prompt-preparation lanes (render, tokenize, context check): one for requests
     with small bodies, one for large ones, so small requests never queue behind huge prompts
@@ -353,6 +357,7 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "threads": _non_negative_int,
     "api_keys": _text_list,
     "metrics_public": _flag,
+    "constrained_decoding": _flag,
     "cors_origins": _text_list,
     "engine": _choice(ENGINES),
     "script": _text,

@@ -111,6 +111,9 @@ class Generation:
     """The cache scope of the key that sent it, as a salt (`pipeline/cache_scope.py`); None: the caches are
     shared. An engine reuses only cached prompts of the same salt: vLLM and SGLang are told it (`cache_salt`), a
     llama-server slot that holds another salt's sequence is not reused (`slot_choice.py`)."""
+    grammar: str | None = None
+    """A GBNF grammar the whole generated text must follow (`structured/constraint.py`), for an engine that
+    `constrains` (others ignore it: what they write is still validated before it is published)."""
     cancelled: bool = field(default=False, init=False, repr=False)
     """Set by `cancel`, from any thread (a plain attribute: engines read it at every token, and nothing waits
     on it, so an Event's lock would buy nothing)."""
@@ -228,6 +231,11 @@ class Engine(ABC):
         """The id of a single special token, or None when the vocabulary has no such token."""
         ids = self.tokenizer.encode(text, special=True)
         return ids[0] if len(ids) == 1 else None
+
+    def describe_grammar(self) -> dict:
+        """How this engine holds a generation to `Generation.grammar`, for /v1/status (`mechanism` None: it does
+        not, and `why_not` says why)."""
+        return {"mechanism": None, "why_not": f"the {self.name} engine takes no grammar"}
 
     def describe(self) -> dict:
         """Facts for /v1/status."""

@@ -16,11 +16,13 @@ from the model's chat template. Example::
 
 from __future__ import annotations
 
-from typing import Callable, Literal, Protocol
+from dataclasses import dataclass
+from typing import Callable, Literal, Protocol, Sequence
 
-from ..neutral.conversation import Conversation, PartialTurn
+from ..neutral.conversation import Conversation, PartialTurn, ToolSpec
 from ..neutral.events import ParserEvent
 from ..model.tokenizer import Prompt
+from ..structured.grammar import Grammar
 
 EndReason = Literal["stop", "length"]
 
@@ -39,6 +41,18 @@ class StreamParser(Protocol):
     def take_raw(self) -> list[tuple[int, str, bool]]:
         """The pieces read since the last call, once `record_raw` was called: (how many of the events returned
         since the last call came before the piece, its text, whether it was read as a tag)."""
+
+
+@dataclass(frozen=True)
+class ReasoningLead:
+    """What a model writes before its answer, as the rendered prompt leaves it: the reasoning section a constraint
+    must let through to its end (`structured/constraint.py`), as the family's parser reads it."""
+
+    in_reasoning: bool
+    """The prompt ends inside the reasoning: the model writes it, then `think_close`, then the answer."""
+    think_open: str | None = None
+    """An opener the model may write first itself (Qwen3), then its reasoning and `think_close`; None: it opens none."""
+    think_close: str = "</think>"
 
 
 class Family(Protocol):
@@ -60,3 +74,10 @@ class Family(Protocol):
         It knows the declared tools (to type arguments) and whether the rendered
         generation prompt left the model inside its reasoning block.
         """
+
+    def reasoning_lead(self, conversation: Conversation) -> ReasoningLead:
+        """What the model writes before its answer to `render(conversation)`."""
+
+    def call_grammar(self, grammar: Grammar, tools: Sequence[ToolSpec], parallel: bool) -> str | None:
+        """The rule for a turn of calls to `tools` (one, or one or more with `parallel`) in the family's syntax
+        (`call_grammars.py`); None where a grammar cannot say it."""

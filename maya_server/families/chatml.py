@@ -23,11 +23,13 @@ being a media segment: where the engine puts the image's embeddings.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
-from ..neutral.conversation import Conversation, ImagePart, Message, Part, PartialTurn, ToolResult, Turn
+from ..neutral.conversation import Conversation, ImagePart, Message, Part, PartialTurn, ToolResult, ToolSpec, Turn
 from ..model.tokenizer import Prompt, PromptBuilder
-from .base import StreamParser
+from ..structured.grammar import Grammar
+from .base import ReasoningLead, StreamParser
+from .call_grammars import hermes_calls
 from .call_events import json_text
 from .continuation import written_back
 from .control_text import ControlVocabulary
@@ -104,6 +106,14 @@ class ChatmlFamily:
             new_call_id,
             in_reasoning=False,
         )
+
+    def reasoning_lead(self, conversation: Conversation) -> ReasoningLead:
+        """The model opens its own reasoning, unless the prompt wrote it empty (thinking off)."""
+        switched_off = self.thinking_switch and not thinking_enabled(conversation)
+        return ReasoningLead(in_reasoning=False, think_open=None if switched_off else "<think>")
+
+    def call_grammar(self, grammar: Grammar, tools: Sequence[ToolSpec], parallel: bool) -> str | None:
+        return hermes_calls(grammar, tools, parallel)
 
     def _write_system(self, builder: PromptBuilder, conversation: Conversation, system: Message | None) -> None:
         if not conversation.tools:

@@ -20,13 +20,15 @@ writes that, since DeepSeek's maintained toolkit, which serves the current V4 ch
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..model.tokenizer import Prompt
-from ..neutral.conversation import Conversation, PartialTurn
-from .base import StreamParser
+from ..neutral.conversation import Conversation, PartialTurn, ToolSpec
+from ..structured.grammar import Grammar
+from .base import ReasoningLead, StreamParser
+from .call_grammars import dsml_calls
 from .continuation import think_first
-from .deepseek_prompt import EOS, DeepSeekDialect, render
+from .deepseek_prompt import BLOCK_SEPARATOR, EOS, DeepSeekDialect, render
 from .dsml_parser import BLOCK_OPENS, V4_TAGS, DsmlCallReader
 from .history import thinking_enabled
 from .tagged_parser import OutputSyntax, TaggedParser
@@ -79,8 +81,14 @@ class DeepSeekFamily:
             OutputSyntax(call_open=self.dialect.tags.block_open, other_call_opens=opens),
             DsmlCallReader,
             new_call_id,
-            in_reasoning=thinking_enabled(conversation),
+            in_reasoning=self.reasoning_lead(conversation).in_reasoning,
         )
+
+    def reasoning_lead(self, conversation: Conversation) -> ReasoningLead:
+        return ReasoningLead(in_reasoning=thinking_enabled(conversation))
+
+    def call_grammar(self, grammar: Grammar, tools: Sequence[ToolSpec], parallel: bool) -> str | None:
+        return dsml_calls(grammar, tools, parallel, self.dialect.tags, BLOCK_SEPARATOR)
 
 
 class DeepSeekV4Family(DeepSeekFamily):

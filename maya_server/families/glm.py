@@ -46,12 +46,14 @@ comes back as reasoning, since the parser always starts in it.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
-from ..neutral.conversation import Conversation, ImagePart, Message, Part, PartialTurn, ToolCall, ToolResult, Turn
+from ..neutral.conversation import Conversation, ImagePart, Message, Part, PartialTurn, ToolCall, ToolResult, ToolSpec, Turn
 from ..model.tokenizer import Prompt, PromptBuilder
 from .continuation import think_first
-from .base import StreamParser
+from ..structured.grammar import Grammar
+from .base import ReasoningLead, StreamParser
+from .call_grammars import glm_calls
 from .call_events import json_text
 from .control_text import ControlVocabulary
 from .glm_parser import CALL_OPEN, GlmCallReader
@@ -133,8 +135,14 @@ class GlmFamily:
             OutputSyntax(call_open=CALL_OPEN),
             lambda emitter: GlmCallReader(emitter, conversation.tool),
             new_call_id,
-            in_reasoning=self.thinks(conversation),
+            in_reasoning=self.reasoning_lead(conversation).in_reasoning,
         )
+
+    def reasoning_lead(self, conversation: Conversation) -> ReasoningLead:
+        return ReasoningLead(in_reasoning=self.thinks(conversation))
+
+    def call_grammar(self, grammar: Grammar, tools: Sequence[ToolSpec], parallel: bool) -> str | None:
+        return glm_calls(grammar, tools, parallel)
 
     def thinks(self, conversation: Conversation) -> bool:
         """Whether the prompt leaves the model in its reasoning: GLM-5.3 always thinks."""

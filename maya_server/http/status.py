@@ -51,6 +51,7 @@ def status_router(
             "engine": service.engine.describe(),
             "context_size": service.engine.context_size,
             "queue": service.queue.describe(),
+            "constrained_decoding": {"enabled": service.constrain, **service.engine.describe_grammar()},
             "uptime_s": round(time.time() - started, 3),
             "endpoints": list(endpoints),
             "dialects": list(endpoints),

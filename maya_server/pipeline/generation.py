@@ -33,6 +33,7 @@ from ..families.effort_tiers import check_effort
 from ..engine.base import Engine, Generation, Sampling, SamplingParams
 from ..engine.fifo import Admission, EngineQueue
 from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
+from ..structured.constraint import turn_grammar
 from ..images.limits import ImageLimits
 from ..images.loader import ImageLoader
 from ..neutral.events import (
@@ -78,6 +79,8 @@ class PreparedGeneration:
     reads first (its events were published already) so that it stands where the turn was cut."""
     continued_tokens: int = 0
     """The tokens of that text: counted as output, not prompt, and taken from the output limit."""
+    grammar: str | None = None
+    """What the engine holds the turn to while it writes (`structured/constraint.py`); None: nothing."""
 
 
 def new_call_id() -> str:
@@ -89,7 +92,8 @@ class GenerationService:
 
     def __init__(self, engine: Engine, family: Family, queue: EngineQueue, metrics: Metrics,
                  images: ImageLoader | None = None, spellings: SpellingMemory | None = None, *,
-                 isolate_caches: bool = False, lanes: PrepareLanes | None = None) -> None:
+                 isolate_caches: bool = False, lanes: PrepareLanes | None = None,
+                 constrain: bool = True) -> None:
         self.engine = engine
         self.family = family
         self.queue = queue
@@ -101,6 +105,9 @@ class GenerationService:
         """Each owner (API key) its own cache scope (`cache_scope.py`); else one scope for all."""
         self.lanes = lanes or PrepareLanes(threads=2, max_waiting=64)
         """Where prompts are prepared off the event loop (`prepare_lanes.py`)."""
+        self.constrain = constrain
+        """Hold structured output and required calls to a grammar while the engine writes them
+        (`structured/constraint.py`); validation before publishing holds either way."""
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
         )
@@ -204,8 +211,9 @@ class GenerationService:
             max_tokens=settings.max_tokens if settings.max_tokens is not None else room,
             stop_token_ids=self._stop_ids,
         )
+        grammar = turn_grammar(conversation, self.family) if self.constrain and not primer else None
         return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,
-                                  settings.report_progress, images, positions, scope, primer, continued)
+                                  settings.report_progress, images, positions, scope, primer, continued, grammar)
 
     def admit(self, *, bounded: bool = True) -> Admission:
         """A place in the engine queue, taken before the response starts (429 when full and `bounded`).
@@ -218,7 +226,8 @@ class GenerationService:
         text made (a background task's log keeps them, to write a cut turn back as the model wrote it)."""
         generation = Generation(prompt_ids=prepared.prompt_ids, params=prepared.params,
                                 report_progress=prepared.report_progress, images=prepared.images,
-                                image_positions=prepared.image_positions, cache_salt=cache_salt(prepared.cache_scope))
+                                image_positions=prepared.image_positions, cache_salt=cache_salt(prepared.cache_scope),
+                                grammar=prepared.grammar)
         state = _RunState(
             generation=generation,
             cache_scope=prepared.cache_scope,

@@ -231,6 +231,12 @@ class ReplicaSetEngine(Engine):
                             "shared_affinity": self.shared.describe() if self.shared is not None else None},
                 "replicas": [self._describe(i, r) for i, r in enumerate(self.replicas)]}
 
+    def describe_grammar(self) -> dict:
+        """The replicas serve one kind of engine: its mechanism, with each replica's refusals."""
+        each = [replica.engine.describe_grammar() for replica in self.replicas]
+        return {**each[0], "in_use": any(e.get("in_use") for e in each),
+                "refusals": sum(e.get("refusals", 0) for e in each), "replicas": each}
+
     def _describe(self, index: int, replica: Replica) -> dict:
         engine = replica.engine
         return {"kind": engine.info.kind, "model": engine.info.model, **engine.health.describe(),

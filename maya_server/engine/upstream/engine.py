@@ -49,6 +49,7 @@ from ...model.tokenizer import Tokenizer
 from ..base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
 from ..defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from .event_stream import DATA, ERROR, Endpoint
+from .grammar_support import GrammarSupport
 from ..prefill_gate import PrefillGate, PrefillGateCollector
 from .slot_choice import SlotChooser, SlotChooserCollector
 from .health import UpstreamCollector, UpstreamHealth, public_url
@@ -120,6 +121,8 @@ class UpstreamEngine(Engine):
         """The connections of requests in flight (`event_stream`), so that `fail_silent` can end their waits."""
         self.on_abandoned: Callable[[], None] | None = None
         """Called when a client left before the upstream sent anything back (a replica then checks at once)."""
+        self.grammars = GrammarSupport(info.kind)
+        """Whether the upstream takes the grammars generations are held to (`grammar_support.py`)."""
         self.slot_chooser = SlotChooser(slots, context_size) if info.kind == "llama-server" else None
         """llama-server takes `id_slot`: each request goes to the free slot that shares most of its prompt."""
         self.accepts_images = info.kind == "llama-server" and info.vision
@@ -191,6 +194,9 @@ class UpstreamEngine(Engine):
         upstream = {"kind": self.info.kind, "model": self.info.model, **self.health.describe()}
         return {**super().describe(), "prefill_concurrency": self.prefill_concurrency, "upstream": upstream}
 
+    def describe_grammar(self) -> dict:
+        return self.grammars.describe()
+
     def metric_collectors(self) -> list:
         collectors: list = [UpstreamCollector(self.health, self.slots),
                             PrefillGateCollector(lambda: {self.health.url: self.prefill_gate})]
@@ -213,16 +219,20 @@ class UpstreamEngine(Engine):
         reuse = self._may_reuse(generation, slot)
         generated: list[int] = []
         pieces = 0  # tokens yielded (`together` makes one of a read's)
-        if native:
-            path, parse = NATIVE_PATH, parse_native_event
+        grammar = generation.grammar if self.grammars.usable else None
+
+        async def request_body(grammar: str | None) -> bytes:
+            if not native:
+                return orjson.dumps(completion_request(
+                    self.info.kind, self.info.model, generation.prompt_ids, generation.params, stop_ids,
+                    report_progress=report_progress, cache_salt=generation.cache_salt, grammar=grammar))
             # images are base64 in the body (tens of MB at most): encoded off the event loop
-            body = await asyncio.to_thread(self._native_body, generation, report_progress, slot, reuse) \
-                if generation.images else self._native_body(generation, report_progress, slot, reuse)
-        else:
-            path, parse = "/v1/completions", parse_event
-            body = orjson.dumps(completion_request(self.info.kind, self.info.model, generation.prompt_ids,
-                                                   generation.params, stop_ids, report_progress=report_progress,
-                                                   cache_salt=generation.cache_salt))
+            if generation.images:
+                return await asyncio.to_thread(self._native_body, generation, report_progress, slot, reuse, grammar)
+            return self._native_body(generation, report_progress, slot, reuse, grammar)
+
+        path, parse = (NATIVE_PATH, parse_native_event) if native else ("/v1/completions", parse_event)
+        body = await request_body(grammar)
         outcome, failure = "cancelled", None
         answer, sent = None, False
         self._streaming += 1
@@ -234,6 +244,14 @@ class UpstreamEngine(Engine):
                 await turn.wait()
             sent = True
             answer = await self._endpoint.post(path, body, self._headers, live=self.live)
+            if answer.status == 400 and grammar is not None:  # the grammar refused? the same request without it
+                refusal = error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
+                answer.close()
+                answer = await self._endpoint.post(path, await request_body(None), self._headers, live=self.live)
+                if answer.status == 200:
+                    self.grammars.refused(refusal.message)
+            elif grammar is not None and answer.status == 200:
+                self.grammars.taken()
             if answer.status != 200:
                 raise error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
             async for fields in answer.batches():
@@ -336,12 +354,12 @@ class UpstreamEngine(Engine):
             and self.slot_chooser.reuses(slot, generation.cache_salt)
 
     def _native_body(self, generation: Generation, report_progress: bool, slot: int | None,
-                     reuse: bool = True) -> bytes:
+                     reuse: bool = True, grammar: str | None = None) -> bytes:
         prompt = (multimodal_prompt(self.tokenizer, generation.prompt_ids, generation.images,
                                     generation.image_positions, self.info.media_marker or "")
                   if generation.images else generation.prompt_ids)
         return orjson.dumps(native_completion_request(prompt, generation.params, report_progress=report_progress,
-                                                      slot=slot, reuse_cache=reuse))
+                                                      slot=slot, reuse_cache=reuse, grammar=grammar))
 
 
 def _token_run(fields: list[tuple[bytes, bytes]], native: bool) -> TokenRun | None:

@@ -72,6 +72,7 @@ def multimodal_prompt(tokenizer, prompt_ids: list[int], images: tuple[bytes, ...
 def completion_request(
     kind: UpstreamKind, model: str | None, prompt_ids: list[int] | dict, params: SamplingParams,
     stop_ids: Iterable[int], *, report_progress: bool = False, cache_salt: str | None = None,
+    grammar: str | None = None,
 ) -> dict[str, Any]:
     """The streaming `/v1/completions` body for vLLM, SGLang or another OpenAI-style server (`kind`), with
     OpenAI's sampling semantics (llama-server is driven on `NATIVE_PATH`, `native_completion_request`).
@@ -96,7 +97,27 @@ def completion_request(
         body.update({"logprobs": 1, "return_tokens_as_token_ids": True})
     if cache_salt is not None and kind in SALTED_KINDS:
         body["cache_salt"] = cache_salt
+    if grammar is not None:
+        body.update(grammar_fields(kind, grammar))
     return body
+
+
+GRAMMAR_MECHANISMS: dict[str, str] = {
+    "llama-server": "grammar",
+    "vllm": "structured_outputs.grammar",
+    "sglang": "ebnf",
+}
+"""How each kind of upstream is told the GBNF grammar a generation is held to (`structured/constraint.py`):
+llama-server's own `grammar`; vLLM's `structured_outputs` (0.10.2 and later; xgrammar reads GBNF); SGLang's
+`ebnf` (xgrammar). An unknown OpenAI-style server is told none: what it writes is validated only."""
+
+
+def grammar_fields(kind: UpstreamKind, grammar: str) -> dict[str, Any]:
+    """The body fields that hold a generation to `grammar` on a `kind` upstream (none where it has no way)."""
+    if kind == "vllm":
+        return {"structured_outputs": {"grammar": grammar}}
+    field = GRAMMAR_MECHANISMS.get(kind)
+    return {field: grammar} if field is not None else {}
 
 
 SALTED_KINDS = ("vllm", "sglang")
@@ -110,7 +131,7 @@ projector loaded its OpenAI `/v1/completions` takes only a string prompt)."""
 
 def native_completion_request(prompt: list[int] | dict, params: SamplingParams, *,
                               report_progress: bool = False, slot: int | None = None,
-                              reuse_cache: bool = True) -> dict[str, Any]:
+                              reuse_cache: bool = True, grammar: str | None = None) -> dict[str, Any]:
     """The streaming `/completion` body for llama-server: OpenAI's sampling, the generated ids in `tokens`, and
     the slot Maya chose (`id_slot`, see `slot_choice.py`; absent: llama-server chooses). Without `reuse_cache`
     (the slot holds another key's sequence) llama-server evaluates the whole prompt (`cache_prompt: false`)."""
@@ -120,6 +141,8 @@ def native_completion_request(prompt: list[int] | dict, params: SamplingParams, 
         body["cache_prompt"] = False
     if slot is not None:
         body["id_slot"] = slot
+    if grammar is not None:
+        body["grammar"] = grammar
     return body
 
 

@@ -1,0 +1,54 @@
+"""Whether an upstream holds generations to the grammars Maya sends, as its answers show.
+
+Every engine Maya drives takes a GBNF grammar in its own field (`wire.GRAMMAR_MECHANISMS`). One that refuses it
+(a 400 where the same request without it is taken: an engine too old for the field, a grammar it cannot read)
+never fails the request: it is sent again without the grammar, and the answer is validated before it is published
+as always. The first refusal is one warning in the log; after `STOP_AFTER` refusals in a row with none taken in
+between, the grammar is no longer sent (each refusal costs a request), and `/v1/status` says so.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .wire import GRAMMAR_MECHANISMS, UpstreamKind
+
+log = logging.getLogger("maya.engine")
+
+STOP_AFTER = 3
+"""Refusals in a row after which an upstream is sent no more grammars."""
+
+
+class GrammarSupport:
+    def __init__(self, kind: UpstreamKind) -> None:
+        self.kind = kind
+        self.mechanism = GRAMMAR_MECHANISMS.get(kind)
+        """The body field the grammar goes in; None: this kind of upstream has none."""
+        self.refusals = 0
+        self._in_a_row = 0
+        self.last_refusal: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        return self.mechanism is not None and self._in_a_row < STOP_AFTER
+
+    def taken(self) -> None:
+        self._in_a_row = 0
+
+    def refused(self, message: str) -> None:
+        """The upstream refused a request for its grammar alone (it took the same request without it)."""
+        if self.refusals == 0:
+            log.warning("the %s upstream refused a grammar (%s): structured output from it is validated only, "
+                        "not held to the schema while it is written", self.kind, message)
+        self.refusals += 1
+        self._in_a_row += 1
+        self.last_refusal = message
+        if self._in_a_row == STOP_AFTER:
+            log.warning("the %s upstream refused %d grammars in a row: none is sent to it any more", self.kind,
+                        STOP_AFTER)
+
+    def describe(self) -> dict:
+        if self.mechanism is None:
+            return {"mechanism": None, "why_not": f"a {self.kind} upstream has no field Maya knows for a grammar"}
+        return {"mechanism": f"{self.kind} {self.mechanism} (GBNF)", "in_use": self.usable,
+                "refusals": self.refusals, "last_refusal": self.last_refusal}
