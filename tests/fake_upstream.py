@@ -51,6 +51,8 @@ class FakeUpstream:
         self.raw_pieces: list[str] | None = None
         """Text-only engines: the JSON string literals (escapes and all) of each chunk, instead of `answer`."""
         self.requests: list[dict] = []
+        self.refused_fields: tuple[str, ...] = ()
+        """Body fields answered with a 400, as an engine too old for them (or that cannot read their value) does."""
         app = Starlette(routes=[Route("/v1/models", self._models), Route("/props", self._props),
                                 Route("/v1/completions", self._complete, methods=["POST"]),
                                 Route("/completion", self._complete_native, methods=["POST"])])
@@ -86,8 +88,17 @@ class FakeUpstream:
             return JSONResponse({"error": "not found"}, status_code=404)
         return JSONResponse({"total_slots": 2, "default_generation_settings": {"n_ctx": 4096}})
 
+    def _refusal(self, body: dict) -> Response | None:
+        refused = [name for name in self.refused_fields if name in body]
+        if not refused:
+            return None
+        return JSONResponse({"error": {"code": 400, "type": "invalid_request_error",
+                                       "message": f"Failed to parse {refused[0]}"}}, status_code=400)
+
     async def _complete(self, request: Request) -> Response:
         self.requests.append(await request.json())
+        if (refusal := self._refusal(self.requests[-1])) is not None:
+            return refusal
         body = self.recorded_stream if self.recorded_stream is not None else b"".join(self._frames())
         return StreamingResponse(self._cut(body), media_type="text/event-stream")
 
@@ -95,6 +106,8 @@ class FakeUpstream:
         """llama-server's own endpoint, as Maya drives it: ids in `tokens`, no chunk at all for a token that ends
         inside a character (the next one brings the whole character and only its own id), no `[DONE]`."""
         self.requests.append(await request.json())
+        if (refusal := self._refusal(self.requests[-1])) is not None:
+            return refusal
         ids = self._generated_ids()
         frames, sent = [], ""
         for i, token_id in enumerate(ids):

@@ -21,7 +21,7 @@ RECORDED_REQUESTS = 256
 
 
 class RecordingScriptedEngine(ScriptedEngine):
-    """`ScriptedEngine` plus `calls`, `prompts`, `params`, `cancelled`, `last_prompt_text` and `set_script`."""
+    """`ScriptedEngine` plus `calls`, `prompts`, `params`, `salts`, `grammars`, `cancelled`, `last_prompt_text` and `set_script`."""
 
     def __init__(self, script: Sequence[object], **kwargs) -> None:
         super().__init__(script, **kwargs)
@@ -31,6 +31,8 @@ class RecordingScriptedEngine(ScriptedEngine):
         self.params: deque = deque(maxlen=RECORDED_REQUESTS)
         self.salts: deque = deque(maxlen=RECORDED_REQUESTS)
         """Each generation's `cache_salt` (None: the caches shared)."""
+        self.grammars: deque = deque(maxlen=RECORDED_REQUESTS)
+        """Each generation's `grammar` (None: not held to one)."""
         self.cancelled = 0
         """Streams that ended before their finish or failure: the pipeline closed them, or the generation
         was cancelled."""
@@ -48,6 +50,7 @@ class RecordingScriptedEngine(ScriptedEngine):
         self.prompts.append(array("I", generation.prompt_ids))
         self.params.append(generation.params)
         self.salts.append(generation.cache_salt)
+        self.grammars.append(generation.grammar)
         ended = False
         replay = super()._stream(generation)
         try:

@@ -35,10 +35,10 @@ validation (llama.cpp expands a bounded repetition into as many rules)."""
 MAX_INTEGER_CHOICES = 64
 """An integer range `minimum..maximum` of at most this many values is written as its values."""
 WHITESPACE = '( " " | "\\n" [ \\t]{0,16} )?'
-_CHAR = '( [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )'
+_CHAR = '( [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )'
 _DIGITS = "[0-9]"
 _INTEGER = '( "0" | [1-9] [0-9]{0,15} )'
-_FRACTION = '( "." [0-9]{1,16} )?'
+_FRACTION = '( "." [0-9]{1,24} )?'
 _EXPONENT = '( [eE] [-+]? [0-9]{1,3} )?'
 
 
@@ -249,11 +249,26 @@ class _SchemaRules:
         return self.g.rule(f"{sign}{_INTEGER}")
 
     def number(self, schema: dict) -> str:
+        ranged = self._small_range(schema)
+        if ranged is not None:
+            return ranged
         minimum = _bound(schema.get("minimum"))
         exclusive = _bound(schema.get("exclusiveMinimum"))
         non_negative = (minimum is not None and minimum >= 0) or (exclusive is not None and exclusive >= 0)
         sign = "" if non_negative else '"-"? '
         return self.g.rule(f"{sign}{_INTEGER} {_FRACTION} {_EXPONENT}")
+
+
+    def _small_range(self, schema: dict) -> str | None:
+        """A number between two whole bounds `0 <= minimum < maximum` at most `MAX_INTEGER_CHOICES` apart (a score
+        from 0 to 1, a rating from 1 to 5): each whole part below the maximum with any fraction, then the maximum
+        itself (`1`, `1.0`). Exclusive bounds and fractional ones are left to validation."""
+        low, high = _bound(schema.get("minimum")), _bound(schema.get("maximum"))
+        if low is None or high is None or low != int(low) or high != int(high) or low < 0 \
+                or not 0 < high - low <= MAX_INTEGER_CHOICES:
+            return None
+        below = " | ".join(f'"{n}"' for n in range(int(low), int(high)))
+        return self.g.rule(f'( {below} ) {_FRACTION} | "{int(high)}" ( "." "0"{{1,16}} )?')
 
 
 def _repeat(rule: str, low: int, high: int | None) -> str:
