@@ -24,6 +24,9 @@ class Metrics:
         self.cached_tokens = Counter("maya:cached_prompt_tokens", "Prompt tokens reused from the KV cache", registry=r)
         self.generated_tokens = Counter("maya:generated_tokens", "Tokens generated", registry=r)
         self.generations = Counter("maya:generations", "Finished generations", ["finish_reason"], registry=r)
+        self.constrained_generations = Counter(
+            "maya:constrained_generations", "Generations sent to the engine held to a grammar (structured output, "
+            "a required call)", registry=r)
         self.first_token_seconds = Histogram(
             "maya:time_to_first_token_seconds", "From admission to the first generated token",
             buckets=LATENCY_BUCKETS, registry=r,

@@ -69,6 +69,6 @@ def test_latency_histograms_use_the_shared_buckets():
 def test_labels_are_only_routes_statuses_and_reasons():
     metrics = Metrics()
     collectors = [v for v in vars(metrics).values() if hasattr(v, "_labelnames")]
-    assert len(collectors) == 19
+    assert len(collectors) == 20
     declared = {name for collector in collectors for name in collector._labelnames}
     assert declared == LABELS

@@ -349,6 +349,8 @@ class GenerationService:
         self.metrics.cached_tokens.inc(stats.cached_tokens)
         self.metrics.generated_tokens.inc(stats.generated_tokens)
         self.metrics.generations.labels(state.finish_reason).inc()
+        if state.generation.grammar is not None:
+            self.metrics.constrained_generations.inc()
 
 
 def _with_raw(state: "_RunState", events: list[PipelineEvent]) -> list[PipelineEvent]:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.scripted import RecordingScriptedEngine
-from tests.server import RunningServer, scripted_config
+from tests.server import RunningServer, prometheus_values, scripted_config
 from tests.structured.gbnf_recognizer import Recognizer
 
 SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}, "unit": {"type": "string", "enum": ["legs"]}},
@@ -38,6 +38,8 @@ def test_reasoning_then_constrained_json_reaches_the_engine_and_comes_back_valid
             "model": "m", "input": "How many legs has a spider?", "text": {"format": FORMAT},
             "reasoning": {"effort": "high"}})
         status = httpx.get(server.url + "/v1/status", timeout=10).json()["constrained_decoding"]
+        metrics = prometheus_values(httpx.get(server.url + "/metrics/prometheus", timeout=10).text,
+                                    "maya:constrained_generations_total")
     finally:
         server.stop()
     assert response.status_code == 200, response.text
@@ -52,6 +54,7 @@ def test_reasoning_then_constrained_json_reaches_the_engine_and_comes_back_valid
     assert not accepts(ANSWER)  # JSON before the reasoning closes would be read as reasoning
     assert not accepts(f"{REASONING}</think>" + '{"count": 8, "unit": "arms"}')
     assert status == {"enabled": True, "mechanism": None, "why_not": "the scripted engine takes no grammar"}
+    assert metrics == {"maya:constrained_generations_total": 1.0}
 
 
 @pytest.mark.parametrize("family", ["glm", "deepseek-v4.1"])
@@ -74,9 +77,12 @@ def test_a_server_told_not_to_constrain_and_plain_text_give_the_engine_no_gramma
         structured = httpx.post(server.url + "/v1/responses", timeout=30, json={
             "model": "m", "input": "How many?", "text": {"format": FORMAT}})
         status = httpx.get(server.url + "/v1/status", timeout=10).json()["constrained_decoding"]
+        metrics = prometheus_values(httpx.get(server.url + "/metrics/prometheus", timeout=10).text,
+                                    "maya:constrained_generations_total")
     finally:
         server.stop()
     assert structured.status_code == 200 and structured.json()["output"][-1]["content"][0]["text"] == ANSWER
+    assert metrics == {"maya:constrained_generations_total": 0.0}
     assert list(engine.grammars) == [None] and status["enabled"] is False
     server, engine = _server("glm", ["Eight."])
     try:

@@ -50,6 +50,7 @@ from .metrics import ReplicaCollector
 from .router import Reason, ReplicaLoad, ReplicaRouter
 from .shared_affinity import SharedAffinity
 from ..upstream.engine import UpstreamOptions
+from ..upstream.grammar_support import GrammarRefusalsCollector
 
 log = logging.getLogger("maya.engine")
 
@@ -245,7 +246,8 @@ class ReplicaSetEngine(Engine):
 
     def metric_collectors(self) -> list:
         return [ReplicaCollector(self),
-                PrefillGateCollector(lambda: {r.url: r.engine.prefill_gate for r in self.replicas})]
+                PrefillGateCollector(lambda: {r.url: r.engine.prefill_gate for r in self.replicas}),
+                GrammarRefusalsCollector(lambda: [r.engine.grammars for r in self.replicas])]
 
     def begin_serving(self) -> None:
         """Check each replica in rotation every `check_s` (`replica.py`): one that stops answering is taken out."""

@@ -49,7 +49,7 @@ from ...model.tokenizer import Tokenizer
 from ..base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
 from ..defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 from .event_stream import DATA, ERROR, Endpoint
-from .grammar_support import GrammarSupport
+from .grammar_support import GrammarRefusalsCollector, GrammarSupport
 from ..prefill_gate import PrefillGate, PrefillGateCollector
 from .slot_choice import SlotChooser, SlotChooserCollector
 from .health import UpstreamCollector, UpstreamHealth, public_url
@@ -121,7 +121,7 @@ class UpstreamEngine(Engine):
         """The connections of requests in flight (`event_stream`), so that `fail_silent` can end their waits."""
         self.on_abandoned: Callable[[], None] | None = None
         """Called when a client left before the upstream sent anything back (a replica then checks at once)."""
-        self.grammars = GrammarSupport(info.kind)
+        self.grammars = GrammarSupport(info.kind, self.health.url)
         """Whether the upstream takes the grammars generations are held to (`grammar_support.py`)."""
         self.slot_chooser = SlotChooser(slots, context_size) if info.kind == "llama-server" else None
         """llama-server takes `id_slot`: each request goes to the free slot that shares most of its prompt."""
@@ -199,6 +199,7 @@ class UpstreamEngine(Engine):
 
     def metric_collectors(self) -> list:
         collectors: list = [UpstreamCollector(self.health, self.slots),
+                            GrammarRefusalsCollector(lambda: [self.grammars]),
                             PrefillGateCollector(lambda: {self.health.url: self.prefill_gate})]
         if self.slot_chooser is not None:
             collectors.append(SlotChooserCollector(self.slot_chooser))

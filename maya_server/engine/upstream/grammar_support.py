@@ -10,6 +10,9 @@ between, the grammar is no longer sent (each refusal costs a request), and `/v1/
 from __future__ import annotations
 
 import logging
+from typing import Callable, Iterable
+
+from prometheus_client.core import CounterMetricFamily
 
 from .wire import GRAMMAR_MECHANISMS, UpstreamKind
 
@@ -20,8 +23,10 @@ STOP_AFTER = 3
 
 
 class GrammarSupport:
-    def __init__(self, kind: UpstreamKind) -> None:
+    def __init__(self, kind: UpstreamKind, url: str) -> None:
         self.kind = kind
+        self.url = url
+        """The upstream's address as the metrics and logs show it (no credentials)."""
         self.mechanism = GRAMMAR_MECHANISMS.get(kind)
         """The body field the grammar goes in; None: this kind of upstream has none."""
         self.refusals = 0
@@ -52,3 +57,18 @@ class GrammarSupport:
             return {"mechanism": None, "why_not": f"a {self.kind} upstream has no field Maya knows for a grammar"}
         return {"mechanism": f"{self.kind} {self.mechanism} (GBNF)", "in_use": self.usable,
                 "refusals": self.refusals, "last_refusal": self.last_refusal}
+
+
+class GrammarRefusalsCollector:
+    """`maya:upstream_grammar_refusals_total` per upstream, read at scrape time."""
+
+    def __init__(self, supports: Callable[[], Iterable[GrammarSupport]]) -> None:
+        self._supports = supports
+
+    def collect(self):
+        family = CounterMetricFamily("maya:upstream_grammar_refusals",
+                                     "Requests an upstream refused for their grammar alone (sent again without it)",
+                                     labels=["url"])
+        for support in self._supports():
+            family.add_metric([support.url], support.refusals)
+        yield family

@@ -20,7 +20,7 @@ from maya_server.engine_setup import create_engine
 
 from tests.fake_upstream import FakeUpstream
 from tests.gguf_model_dir import smollm2_tokenizer, write_model_dir
-from tests.server import RunningServer
+from tests.server import RunningServer, prometheus_values
 
 ANSWER = '{"count": 3}'
 SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"],
@@ -98,6 +98,8 @@ def test_an_engine_that_refuses_the_grammar_answers_without_it_warns_once_and_is
             answers = [_ask(server, response_format=FORMAT) for _ in range(STOP_AFTER + 1)]
         invalid = _ask(server, response_format=FORMAT, max_tokens=2)  # still validated: cut JSON is never sent
         status = httpx.get(server.url + "/v1/status", timeout=10).json()["constrained_decoding"]
+        counted = prometheus_values(httpx.get(server.url + "/metrics/prometheus", timeout=10).text,
+                                     "maya:upstream_grammar_refusals_total")
     finally:
         server.stop()
         upstream.stop()
@@ -113,6 +115,7 @@ def test_an_engine_that_refuses_the_grammar_answers_without_it_warns_once_and_is
     assert status == {"enabled": True, "mechanism": status["mechanism"], "in_use": False, "refusals": STOP_AFTER,
                       "last_refusal": status["last_refusal"]}
     assert "Failed to parse" in status["last_refusal"]
+    assert list(counted.values()) == [float(STOP_AFTER)]
 
 
 def test_a_request_the_engine_refuses_for_another_reason_fails_as_before_and_counts_no_refusal(tokenizer_dir):
