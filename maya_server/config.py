@@ -78,7 +78,7 @@ class ServerConfig:
     own once two or more keys are configured (the engine's prefix cache salted per key); `shared`, everyone's."""
     constrained_decoding: bool = True
     """Hold structured output (`text.format`, `response_format`) and the calls `tool_choice` requires to a grammar
-    while the engine writes them, where the engine can (`structured/constraint.py`); off: validation before
+    while the engine writes them, where the engine can (`pipeline/constraint.py`); off: validation before
     publishing alone."""
     prepare_threads: int = 2
     """Threads in each of the two prompt-preparation lanes (render, tokenize, context check): one for requests

@@ -46,7 +46,7 @@ class StreamParser(Protocol):
 @dataclass(frozen=True)
 class ReasoningLead:
     """What a model writes before its answer, as the rendered prompt leaves it: the reasoning section a constraint
-    must let through to its end (`structured/constraint.py`), as the family's parser reads it."""
+    must let through to its end (`pipeline/constraint.py`), as the family's parser reads it."""
 
     in_reasoning: bool
     """The prompt ends inside the reasoning: the model writes it, then `think_close`, then the answer."""

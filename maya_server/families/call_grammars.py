@@ -1,5 +1,5 @@
 """Each family's tool-call syntax as grammar rules, for a turn that must call a tool (`tool_choice` required or
-named; `structured/constraint.py`).
+named; `pipeline/constraint.py`).
 
 The calls are written as the family writes them back in history (the syntax its model learnt), with the
 whitespace between pieces its parser accepts (`WHITESPACE`-like line breaks). A `strict` tool's arguments are held

@@ -4,6 +4,7 @@
                 ─► family.render ─► (too long for any tokenization?) ─► token ids ─► context check
                                                                        (prepare: may raise 400)
                    (an answer sent back as history: the ids it was generated as, spellings.py)
+                   (the grammar the engine holds the turn to, constraint.py)
                 ─► a place in the engine FIFO                          (admit: may raise 429)
                 ─► engine slot ─► engine tokens ─► stop strings
                 ─► family parser ─► tool policy ─► neutral events      (run)
@@ -33,7 +34,6 @@ from ..families.effort_tiers import check_effort
 from ..engine.base import Engine, Generation, Sampling, SamplingParams
 from ..engine.fifo import Admission, EngineQueue
 from ..errors import ContextLengthExceeded, EngineError, InvalidRequestError, ToolPolicyError
-from ..structured.constraint import turn_grammar
 from ..images.limits import ImageLimits
 from ..images.loader import ImageLoader
 from ..neutral.events import (
@@ -43,6 +43,7 @@ from ..neutral.events import (
 from ..metrics import Metrics
 from ..model.spelling import respelled
 from .cache_scope import SHARED_SCOPE, cache_salt
+from .constraint import turn_grammar
 from .context_bound import refuse_beyond_context
 from .prepare_lanes import PrepareLanes
 from .spellings import SpellingMemory, turn_key
@@ -80,7 +81,7 @@ class PreparedGeneration:
     continued_tokens: int = 0
     """The tokens of that text: counted as output, not prompt, and taken from the output limit."""
     grammar: str | None = None
-    """What the engine holds the turn to while it writes (`structured/constraint.py`); None: nothing."""
+    """What the engine holds the turn to while it writes (`pipeline/constraint.py`); None: nothing."""
 
 
 def new_call_id() -> str:
@@ -107,7 +108,7 @@ class GenerationService:
         """Where prompts are prepared off the event loop (`prepare_lanes.py`)."""
         self.constrain = constrain
         """Hold structured output and required calls to a grammar while the engine writes them
-        (`structured/constraint.py`); validation before publishing holds either way."""
+        (`pipeline/constraint.py`); validation before publishing holds either way."""
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
         )

@@ -19,7 +19,7 @@ import pytest
 
 from maya_server.families import get_family
 from maya_server.neutral.conversation import Conversation, Message, OutputSchema, TextPart, ToolSpec
-from maya_server.structured.constraint import turn_grammar
+from maya_server.pipeline.constraint import turn_grammar
 from tests.embedded import child_http, embedded_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))

@@ -107,7 +107,7 @@ GRAMMAR_MECHANISMS: dict[str, str] = {
     "vllm": "structured_outputs.grammar",
     "sglang": "ebnf",
 }
-"""How each kind of upstream is told the GBNF grammar a generation is held to (`structured/constraint.py`):
+"""How each kind of upstream is told the GBNF grammar a generation is held to (`pipeline/constraint.py`):
 llama-server's own `grammar`; vLLM's `structured_outputs` (0.10.2 and later; xgrammar reads GBNF); SGLang's
 `ebnf` (xgrammar). An unknown OpenAI-style server is told none: what it writes is validated only."""
 

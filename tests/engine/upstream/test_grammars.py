@@ -1,6 +1,6 @@
 """Each upstream is told the grammar in its own field, and one that refuses it never fails a request.
 
-A structured request sends the GBNF grammar of `structured/constraint.py` as llama-server's `grammar`, vLLM's
+A structured request sends the GBNF grammar of `pipeline/constraint.py` as llama-server's `grammar`, vLLM's
 `structured_outputs.grammar` or SGLang's `ebnf`; an unknown OpenAI-style server is told none. An engine that
 answers a request with a grammar with 400 gets the same request without it: the client's answer is a 200,
 validated before it is published, the log has one warning, and after three refusals in a row no grammar is sent

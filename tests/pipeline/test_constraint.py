@@ -19,7 +19,7 @@ from maya_server.neutral.conversation import (
     Conversation, Message, NamedToolChoice, OutputSchema, TextPart, ToolSpec,
 )
 from maya_server.neutral.events import ReasoningDelta, TextDelta, ToolCallFinished, ToolCallStarted
-from maya_server.structured.constraint import turn_grammar
+from maya_server.pipeline.constraint import turn_grammar
 from tests.structured.gbnf_recognizer import Recognizer
 
 SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"],

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..families.base import Family, ReasoningLead
 from ..neutral.conversation import Conversation, NamedToolChoice
-from .grammar import Grammar, literal
+from ..structured.grammar import Grammar, literal
 
 
 def turn_grammar(conversation: Conversation, family: Family) -> str | None:
