@@ -10,9 +10,12 @@ SmolLM2-135M at temperature 0.7 (Chat requests with a fixed seed each; Responses
 - `invalid_published`: published and not valid for the schema: must be 0 in every mode.
 
 The modes are Maya's own switch: `on` (the default: the engine is held to the schema) and `off`
-(`--no-constrained-decoding`: validate-before-publish alone, as before). Both modes run against the same
-servers' settings, one after the other, in one run; the per-token cost of the grammar is the median
-time per generated token of the `on` answers ÷ the `off` ones, over the same battery (reported, not asserted).
+(`--no-constrained-decoding`: validate-before-publish alone, as before), run one after the other in one run.
+
+The grammar's cost per token is measured on llama-server itself (`--grammar-cost`, on by default with the
+embedded engine): the battery's prompts, rendered as Maya renders them, sent to one llama-server with and without
+Maya's grammar for the schema, taking turns, same seeds; the ratio is the median of llama-server's own
+`timings.predicted_per_token_ms` with the grammar ÷ without (reported, not asserted).
 
     .venv/bin/python bench/structured_battery.py [--modes on,off] [--max-tokens 200] [--api both]
     .venv/bin/python bench/structured_battery.py --upstream http://127.0.0.1:8000   # an engine already running
@@ -85,7 +88,11 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.7)
     parser.add_argument("--upstream", help="drive this engine over HTTP instead of the embedded one")
     parser.add_argument("--maya-arg", action="append", default=[], help="another argument for Maya (repeatable)")
+    parser.add_argument("--no-grammar-cost", dest="grammar_cost", action="store_false",
+                        help="skip the per-token cost of the grammar on llama-server")
     args = parser.parse_args()
+    if args.grammar_cost and not args.upstream:
+        grammar_cost(args)
     apis = ("responses", "chat") if args.api == "both" else (args.api,)
     results: dict[str, dict] = {}
     for mode in args.modes.split(","):
@@ -158,6 +165,43 @@ def is_valid(text: str, schema: dict) -> bool:
         return True
     except (ValueError, jsonschema.ValidationError):
         return False
+
+
+def grammar_cost(args) -> None:
+    """Per-token decode time on llama-server with Maya's grammar for each schema ÷ without, median of the pairs."""
+    import httpx
+
+    from maya_server.config import default_model_path
+    from maya_server.families import get_family
+    from maya_server.neutral.conversation import Conversation, Message, OutputSchema, TextPart
+    from maya_server.pipeline.constraint import turn_grammar
+    from tests.llama_server import LlamaServer
+
+    family = get_family("chatml")
+    server = LlamaServer(default_model_path(), threads=2, parallel=1)
+    ratios, held, free = [], [], []
+    try:
+        seed = SEED_BASE
+        for _, schema, prompts in BATTERY:
+            for prompt in prompts:
+                seed += 1
+                conversation = Conversation(turns=(Message("system", (TextPart(SYSTEM),)),
+                                                   Message("user", (TextPart(prompt),))), output=OutputSchema(schema))
+                text = family.render(conversation).text
+                per_token = {}
+                for grammar in (turn_grammar(conversation, family), None):
+                    body = {"prompt": text, "n_predict": args.max_tokens, "temperature": args.temperature,
+                            "seed": seed, "cache_prompt": False, **({"grammar": grammar} if grammar else {})}
+                    timings = httpx.post(server.url + "/completion", json=body, timeout=300).json()["timings"]
+                    per_token[grammar is None] = timings["predicted_per_token_ms"]
+                held.append(per_token[False])
+                free.append(per_token[True])
+                ratios.append(per_token[False] / per_token[True])
+    finally:
+        server.stop()
+    print(f"grammar cost on llama-server: median {statistics.median(held):.2f} ms/token with the grammar, "
+          f"{statistics.median(free):.2f} without; median ratio {statistics.median(ratios):.3f} "
+          f"(range {min(ratios):.3f}-{max(ratios):.3f}, {len(ratios)} pairs)", flush=True)
 
 
 def report(results: dict[str, dict]) -> None:

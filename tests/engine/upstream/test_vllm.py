@@ -115,17 +115,24 @@ def test_each_key_has_its_own_prefix_cache(maya):
 
 def test_vllm_holds_structured_output_to_maya_s_grammar(maya):
     """vLLM takes the grammar as `structured_outputs.grammar` (xgrammar reads GBNF) and holds the model to it: a
-    strict schema the model alone does not follow comes back valid, and vLLM refused no grammar."""
+    strict schema the model alone does not follow comes back valid (or cut by the output limit, never refused),
+    and vLLM refused no grammar."""
     schema = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
               "required": ["city", "country"], "additionalProperties": False}
     client = maya.client(api_key=KEYS[0])
+    valid = 0
     for seed in (1, 2, 3):
         completion = client.chat.completions.create(
-            model="m", seed=seed, temperature=0.7, max_tokens=120,
+            model="m", seed=seed, temperature=0.7, max_tokens=200,
             messages=[{"role": "user", "content": "Where is the Eiffel Tower?"}],
             response_format={"type": "json_schema", "json_schema": {"name": "place", "schema": schema,
                                                                     "strict": True}})
-        answer = orjson.loads(completion.choices[0].message.content)
+        choice = completion.choices[0]
+        if choice.finish_reason == "length":
+            continue
+        answer = orjson.loads(choice.message.content)
         assert set(answer) == {"city", "country"} and all(isinstance(v, str) for v in answer.values())
+        valid += 1
+    assert valid >= 2
     status = httpx.get(maya.url + "/v1/status", headers={"Authorization": f"Bearer {KEYS[0]}"}, timeout=10).json()
     assert status["constrained_decoding"]["refusals"] == 0 and status["constrained_decoding"]["in_use"]
