@@ -14,7 +14,7 @@ to its schema; another tool's to any arguments the syntax can carry (any JSON ob
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..neutral.conversation import ToolSpec
 from ..structured.grammar import Grammar, json_literal, literal
@@ -25,12 +25,13 @@ _NEWLINES = '"\\n"{0,2}'
 """What may stand between two pieces of a call: the line break the family writes, or none, or a blank line."""
 
 
-def _strict_properties(tool: ToolSpec) -> dict | None:
-    """The properties of a strict tool's arguments (all required: the strict rule); None for any arguments."""
+def _arguments(tool: ToolSpec, any_argument: Callable[[], str], argument: Callable[[str, object], str]) -> str:
+    """A tool's arguments in a tagged syntax: for a strict tool each of its properties in order (`argument`: the
+    rule for one, by name and schema; all are required, the strict rule), else any number of `any_argument()`."""
     if not tool.strict or not isinstance(tool.parameters, dict):
-        return None
+        return f"{any_argument()}*"
     properties = tool.parameters.get("properties")
-    return properties if isinstance(properties, dict) else {}
+    return " ".join(argument(key, schema) for key, schema in (properties or {}).items())
 
 
 def _alternatives(g: Grammar, calls: list[str], parallel: bool, separator: str) -> str:
@@ -43,7 +44,7 @@ def hermes_calls(g: Grammar, tools: Sequence[ToolSpec], parallel: bool) -> str:
     ws = g.ws
     calls = []
     for tool in tools:
-        arguments = g.json_value(tool.parameters) if _strict_properties(tool) is not None else g.any_object()
+        arguments = g.json_value(tool.parameters) if tool.strict else g.any_object()
         name = json_literal(tool.name)
         calls.append(g.rule(f'"<tool_call>" {_NEWLINES} "{{" {ws} "\\"name\\"" {ws} ":" {ws} {name} {ws} "," {ws} '
                             f'"\\"arguments\\"" {ws} ":" {ws} {arguments} {ws} "}}" {_NEWLINES} "</tool_call>"'))
@@ -52,17 +53,15 @@ def hermes_calls(g: Grammar, tools: Sequence[ToolSpec], parallel: bool) -> str:
 
 def glm_calls(g: Grammar, tools: Sequence[ToolSpec], parallel: bool) -> str:
     calls = []
+
+    def any_pair() -> str:
+        return g.rule(f'"<arg_key>" {g.text_until("</arg_key>")} {_NEWLINES} "<arg_value>" '
+                      f'{g.text_until("</arg_value>")} {_NEWLINES}')
+
     for tool in tools:
-        properties = _strict_properties(tool)
-        if properties is None:
-            key = f'"<arg_key>" {g.text_until("</arg_key>")}'
-            pair = g.rule(f'{key} {_NEWLINES} "<arg_value>" {g.text_until("</arg_value>")} {_NEWLINES}')
-            arguments = f"{pair}*"
-        else:
-            arguments = " ".join(
-                g.rule(f'"<arg_key>" {literal(key)} "</arg_key>" {_NEWLINES} "<arg_value>" '
-                       f'{_raw_or_json(g, schema, "</arg_value>")} {_NEWLINES}')
-                for key, schema in properties.items())
+        arguments = _arguments(tool, any_pair, lambda key, schema: g.rule(
+            f'"<arg_key>" {literal(key)} "</arg_key>" {_NEWLINES} "<arg_value>" '
+            f'{_raw_or_json(g, schema, "</arg_value>")} {_NEWLINES}'))
         calls.append(g.rule(f'"<tool_call>" {literal(tool.name)} {_NEWLINES} {arguments} "</tool_call>"'))
     return _alternatives(g, calls, parallel, _NEWLINES)
 
@@ -70,20 +69,17 @@ def glm_calls(g: Grammar, tools: Sequence[ToolSpec], parallel: bool) -> str:
 def dsml_calls(g: Grammar, tools: Sequence[ToolSpec], parallel: bool, tags: DsmlTags, separator: str) -> str:
     """`separator`: what the family writes before the block (after text, or at the turn's start)."""
     calls = []
+    opening = literal(tags.param_open)
+
+    def any_parameter() -> str:
+        raw = f'"string=\\"true\\">" {g.text_until(tags.param_close)}'
+        json = f'"string=\\"false\\">" {g.any_value()} {literal(tags.param_close)}'
+        return g.rule(f'{opening} {g.text_until(chr(34))} " " ( {raw} | {json} ) {_NEWLINES}')
+
     for tool in tools:
-        properties = _strict_properties(tool)
-        opening = literal(tags.param_open)
-        if properties is None:
-            name = g.text_until('"')
-            raw = f'"string=\\"true\\">" {g.text_until(tags.param_close)}'
-            json = f'"string=\\"false\\">" {g.any_value()} {literal(tags.param_close)}'
-            parameter = g.rule(f'{opening} {name} " " ( {raw} | {json} ) {_NEWLINES}')
-            arguments = f"{parameter}*"
-        else:
-            arguments = " ".join(
-                g.rule(f'{opening} {literal(key)} "\\" string=\\"{"true" if _is_raw(schema) else "false"}\\">" '
-                       f'{_raw_or_json(g, schema, tags.param_close)} {_NEWLINES}')
-                for key, schema in properties.items())
+        arguments = _arguments(tool, any_parameter, lambda key, schema: g.rule(
+            f'{opening} {literal(key)} "\\" string=\\"{"true" if _is_raw(schema) else "false"}\\">" '
+            f'{_raw_or_json(g, schema, tags.param_close)} {_NEWLINES}'))
         calls.append(g.rule(f'{literal(tags.invoke_open + tool.name)} "\\">" {_NEWLINES} {arguments} '
                             f'{literal(tags.invoke_close)}'))
     invokes = _alternatives(g, calls, parallel, _NEWLINES)

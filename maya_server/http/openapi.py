@@ -39,7 +39,8 @@ _NOTES = {
         "Create a response (JSON, or SSE with `stream: true`).",
         "Maya's behaviour beyond OpenAI's reference: responses are stored only with `store: true`; "
         "`client_metadata` takes any string values (16 KiB in all), never stored or echoed; "
-        "`text.format` json_object/json_schema and `strict` tools are validated before anything is "
+        "`text.format` json_object/json_schema is held to its schema's grammar while the engine writes it "
+        "(and a call `tool_choice` requires, to the family's call syntax), and validated before anything is "
         "published, with SSE keep-alive comments while the answer is held; `max_tool_calls` ends the "
         "turn at the limit. Hosted tools, item references, reasoning summaries, encrypted reasoning, "
         "conversations and `truncation: auto` are 400s naming the field.",
@@ -49,8 +50,8 @@ _NOTES = {
     ),
     ("/v1/chat/completions", "post"): (
         "Create a chat completion (JSON, or SSE with `stream: true`).",
-        "Maya's additions: `reasoning_content` on messages and deltas; `response_format` text/json_object/"
-        "json_schema and `strict` tools validated before publishing; a prompt plus `max_tokens` over the "
+        "Maya's additions: `reasoning_content` on messages and deltas; `response_format` json_object/"
+        "json_schema held to its grammar while written, and it and `strict` tools validated before publishing; a prompt plus `max_tokens` over the "
         "context is a 400 `context_length_exceeded`, never a truncation. Extensions: `return_progress` "
         "(a stream gets `prompt_progress` chunks before its first token) and `strata_mcp` (the operator's "
         "MCP tools are offered and run on the server; their calls appear as `strata_mcp` chunks and field).",

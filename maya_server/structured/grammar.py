@@ -79,6 +79,7 @@ class Grammar:
         self._rules: dict[str, str] = {}
         self._names: dict[str, str] = {}
         self._any: str | None = None
+        self._until: dict[str, str] = {}
 
     def reserve(self) -> str:
         """A new rule's name, its body to be given by `define`: a rule that refers to itself."""
@@ -131,7 +132,10 @@ class Grammar:
         Written as the automaton that looks for `end` (Knuth–Morris–Pratt): one rule per number of characters of
         `end` matched so far, so the text may hold anything (a partial `end` too) but `end` itself before its end.
         """
+        if end in self._until:
+            return self._until[end]
         states = [self.reserve() for _ in end]
+        self._until[end] = states[0]
         for state, name in enumerate(states):
             moves = {char: _next_state(end, state, char) for char in set(end)}
             options = [literal(char) + ("" if target == len(end) else " " + states[target])
@@ -215,12 +219,7 @@ class _SchemaRules:
         ws = self.g.ws
         items = schema.get("items")
         item = self.value(items if isinstance(items, dict) else {})
-        low = _count(schema.get("minItems"), 0)
-        high = _count(schema.get("maxItems"), None)
-        if high is not None and high > MAX_BOUNDED_REPEAT:
-            high = None
-        if low > MAX_BOUNDED_REPEAT:
-            low = 0
+        low, high = _counts(schema, "minItems", "maxItems")
         if high == 0:
             return self.g.rule(f'"[" {ws} "]"')
         more = self.g.rule(f'{ws} "," {ws} {item}')
@@ -231,12 +230,7 @@ class _SchemaRules:
 
     def string(self, schema: dict) -> str:
         char = self.g.rule(_CHAR)
-        low = _count(schema.get("minLength"), 0)
-        high = _count(schema.get("maxLength"), None)
-        if high is not None and high > MAX_BOUNDED_REPEAT:
-            high = None
-        if low > MAX_BOUNDED_REPEAT:
-            low = 0
+        low, high = _counts(schema, "minLength", "maxLength")
         return self.g.rule(f'"\\"" {_repeat(char, low, high)} "\\""')
 
     def _integer(self, schema: dict) -> str:
@@ -282,8 +276,16 @@ def _repeat(rule: str, low: int, high: int | None) -> str:
     return f"{rule}{{{low},{high}}}" if low != high else f"{rule}{{{low}}}"
 
 
-def _count(value: Any, default: int | None) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+def _counts(schema: dict, least: str, most: str) -> tuple[int, int | None]:
+    """The bounds `least`..`most` a repetition is written with: a bound past `MAX_BOUNDED_REPEAT` is left to
+    validation (0 and None: unbounded)."""
+    low, high = _count(schema.get(least)), _count(schema.get(most))
+    return (low if low is not None and low <= MAX_BOUNDED_REPEAT else 0,
+            high if high is not None and high <= MAX_BOUNDED_REPEAT else None)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _bound(value: Any) -> float | None:

@@ -1,8 +1,9 @@
 """The JSON Schema subset Maya accepts for structured output and strict function tools.
 
-Maya validates generated JSON before publishing it (it does not constrain
-decoding), so a schema is only useful if every keyword in it is one the
-validator and the model prompt can honour. Anything else — references,
+Maya validates generated JSON before publishing it (and holds the engine to
+the schema's grammar while it writes, `grammar.py`, where it can), so a schema
+is only useful if every keyword in it is one the validator and the model prompt
+can honour. Anything else — references,
 definitions, patterns, formats, conditionals, allOf/oneOf/not, unknown
 keywords — is a 400 before generation whose `param` walks into the schema,
 e.g. `text.format.schema.properties.name.pattern`.

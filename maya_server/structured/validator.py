@@ -1,7 +1,9 @@
 """Validate-before-publish for structured output and strict function tools.
 
-Maya does not constrain decoding; it buffers the generated text and publishes
-it only when the completed result is valid. `StructuredValidator` is that
+Whether or not the engine was held to the schema while it wrote
+(`grammar.py`: a grammar narrows what is written, but an engine may ignore or
+refuse it, and some keywords are beyond it), Maya buffers the generated text and
+publishes it only when the completed result is valid. `StructuredValidator` is that
 check: a bounded JSON parse (4 MiB), instance limits (65,536 values, 32 nesting
 levels), then Draft 2020-12 validation with `jsonschema` under a one-second
 budget that is checked inside the traversal itself, so a pathological

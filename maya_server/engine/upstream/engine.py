@@ -36,7 +36,7 @@ import asyncio
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator, Awaitable, Callable
 
 import httpx
 import orjson
@@ -48,7 +48,7 @@ from ...model.hf_tokenizer import HfTokenizer
 from ...model.tokenizer import Tokenizer
 from ..base import DEFAULT_CTX, Counts, Engine, Finish, GeneratedToken, Generation, StreamItem
 from ..defaults import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
-from .event_stream import DATA, ERROR, Endpoint
+from .event_stream import DATA, ERROR, Endpoint, EventStream
 from .grammar_support import GrammarRefusalsCollector, GrammarSupport
 from ..prefill_gate import PrefillGate, PrefillGateCollector
 from .slot_choice import SlotChooser, SlotChooserCollector
@@ -245,14 +245,8 @@ class UpstreamEngine(Engine):
                 await turn.wait()
             sent = True
             answer = await self._endpoint.post(path, body, self._headers, live=self.live)
-            if answer.status == 400 and grammar is not None:  # the grammar refused? the same request without it
-                refusal = error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
-                answer.close()
-                answer = await self._endpoint.post(path, await request_body(None), self._headers, live=self.live)
-                if answer.status == 200:
-                    self.grammars.refused(refusal.message)
-            elif grammar is not None and answer.status == 200:
-                self.grammars.taken()
+            if grammar is not None:
+                answer = await self._unless_grammar_refused(answer, path, request_body)
             if answer.status != 200:
                 raise error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
             async for fields in answer.batches():
@@ -331,6 +325,21 @@ class UpstreamEngine(Engine):
                 known = outcome in ("ok", "cancelled") and not generation.images
                 self.slot_chooser.release(slot, generation.prompt_ids + generated if known else None,
                                           generation.cache_salt)
+
+    async def _unless_grammar_refused(self, answer: EventStream, path: str,
+                                      request_body: Callable[[str | None], Awaitable[bytes]]) -> EventStream:
+        """`answer` to a request sent with a grammar; if it is a 400, the answer to the same request without one
+        (`request_body(None)`): the grammar alone was refused when that one is taken (`grammar_support.py`)."""
+        if answer.status != 400:
+            if answer.status == 200:
+                self.grammars.taken()
+            return answer
+        refusal = error_from_response(answer.status, await answer.read_body(ERROR_BODY_LIMIT))
+        answer.close()
+        answer = await self._endpoint.post(path, await request_body(None), self._headers, live=self.live)
+        if answer.status == 200:
+            self.grammars.refused(refusal.message)
+        return answer
 
     def fail_silent(self, since: float, reason: str) -> int:
         """End, with `UpstreamUnavailable(reason)`, every request in flight that has heard nothing from the upstream

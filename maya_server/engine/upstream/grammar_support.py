@@ -20,6 +20,8 @@ log = logging.getLogger("maya.engine")
 
 STOP_AFTER = 3
 """Refusals in a row after which an upstream is sent no more grammars."""
+REFUSAL_CHARS = 200
+"""Characters of an engine's refusal kept for the log and `/v1/status` (its first line)."""
 
 
 class GrammarSupport:
@@ -42,6 +44,7 @@ class GrammarSupport:
 
     def refused(self, message: str) -> None:
         """The upstream refused a request for its grammar alone (it took the same request without it)."""
+        message = message.splitlines()[0][:REFUSAL_CHARS] if message else "no reason given"
         if self.refusals == 0:
             log.warning("the %s upstream refused a grammar (%s): structured output from it is validated only, "
                         "not held to the schema while it is written", self.kind, message)
