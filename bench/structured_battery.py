@@ -189,7 +189,7 @@ def grammar_cost(args) -> None:
                                                    Message("user", (TextPart(prompt),))), output=OutputSchema(schema))
                 text = family.render(conversation).text
                 per_token = {}
-                for grammar in (turn_grammar(conversation, family), None):
+                for grammar in (turn_grammar(conversation, family, lambda text: False), None):  # SmolLM2: no <think>
                     body = {"prompt": text, "n_predict": args.max_tokens, "temperature": args.temperature,
                             "seed": seed, "cache_prompt": False, **({"grammar": grammar} if grammar else {})}
                     timings = httpx.post(server.url + "/completion", json=body, timeout=300).json()["timings"]

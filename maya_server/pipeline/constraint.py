@@ -11,6 +11,10 @@ likely, on a small model too. It is the whole turn the model writes, as one GBNF
              is `required` or names a function, the family's calls (`Family.call_grammar`), a `strict` tool's
              arguments held to its schema.
 
+An opener the model may write itself is let through only where it is one token of the model's vocabulary (Qwen3's
+`<think>`): a model that never learnt it (SmolLM2 under the same ChatML family) would otherwise be led, by a first
+`<`, into a reasoning section it never closes.
+
 No grammar (None) where the turn may be either text or a call (tools offered with `tool_choice` auto: holding it
 to JSON would forbid the call), for plain text, and for a turn continued after a cut (the grammar begins where
 the turn begins). The engine ends the turn once the grammar is complete (only end-of-turn tokens are left).
@@ -18,18 +22,21 @@ the turn begins). The engine ends the turn once the grammar is complete (only en
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ..families.base import Family, ReasoningLead
 from ..neutral.conversation import Conversation, NamedToolChoice
 from ..structured.grammar import Grammar, literal
 
 
-def turn_grammar(conversation: Conversation, family: Family) -> str | None:
-    """The GBNF grammar `conversation`'s next turn is held to, or None when it is not held."""
+def turn_grammar(conversation: Conversation, family: Family, is_token: Callable[[str], bool]) -> str | None:
+    """The GBNF grammar `conversation`'s next turn is held to, or None when it is not held. `is_token(text)`: whether
+    `text` is a single token of the model's vocabulary."""
     grammar = Grammar()
     answer = _answer(grammar, conversation, family)
     if answer is None:
         return None
-    lead = _lead(grammar, family.reasoning_lead(conversation))
+    lead = _lead(grammar, family.reasoning_lead(conversation), is_token)
     return grammar.text(f"{lead} {answer}".strip())
 
 
@@ -50,9 +57,9 @@ def _answer(grammar: Grammar, conversation: Conversation, family: Family) -> str
     return f"{grammar.ws} {value}"
 
 
-def _lead(grammar: Grammar, lead: ReasoningLead) -> str:
+def _lead(grammar: Grammar, lead: ReasoningLead, is_token: Callable[[str], bool]) -> str:
     if lead.in_reasoning:
         return f"{grammar.text_until(lead.think_close)} {grammar.ws}"
-    if lead.think_open is not None:
+    if lead.think_open is not None and is_token(lead.think_open):
         return f"( {literal(lead.think_open)} {grammar.text_until(lead.think_close)} {grammar.ws} )?"
     return ""

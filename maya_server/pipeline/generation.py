@@ -112,6 +112,9 @@ class GenerationService:
         self._stop_ids = frozenset(
             i for i in (engine.token_id(text) for text in family.stop_texts) if i is not None
         )
+        self._single_tokens: dict[str, bool] = {}
+        """Whether a text is one token of the engine's vocabulary, for the grammar's reasoning lead (a few texts
+        at most: each family's own tags)."""
 
     def check_effort(self, effort: ReasoningEffort | None, param: str) -> None:
         """Refuse, with a 400 at `param`, an effort this service's family has no tier for (`max` outside
@@ -212,9 +215,15 @@ class GenerationService:
             max_tokens=settings.max_tokens if settings.max_tokens is not None else room,
             stop_token_ids=self._stop_ids,
         )
-        grammar = turn_grammar(conversation, self.family) if self.constrain and not primer else None
+        grammar = turn_grammar(conversation, self.family, self._is_token) if self.constrain and not primer else None
         return PreparedGeneration(conversation, prompt_ids, params, settings.stop, settings.max_tool_calls,
                                   settings.report_progress, images, positions, scope, primer, continued, grammar)
+
+    def _is_token(self, text: str) -> bool:
+        known = self._single_tokens.get(text)
+        if known is None:
+            known = self._single_tokens[text] = self.engine.token_id(text) is not None
+        return known
 
     def admit(self, *, bounded: bool = True) -> Admission:
         """A place in the engine queue, taken before the response starts (429 when full and `bounded`).

@@ -33,6 +33,11 @@ QUESTION = (Message("user", (TextPart("How many?"),)),)
 ARGUMENTS = {"city": "Paris", "days": 3, "unit": "c"}
 
 
+def held(conv: Conversation, family: str, tokens: tuple[str, ...] = ("<think>",)) -> str | None:
+    """The grammar of `conv`'s turn for `family`, on a vocabulary whose single tokens include `tokens`."""
+    return turn_grammar(conv, get_family(family), lambda text: text in tokens)
+
+
 def conversation(**extra) -> Conversation:
     return Conversation(turns=QUESTION, **extra)
 
@@ -59,7 +64,7 @@ THINKING = [("glm", None), ("glm-4.7", None), ("glm-5.3", None), ("deepseek-v4",
 @pytest.mark.parametrize("family,effort", THINKING)
 def test_a_thinking_model_reasons_to_its_closing_tag_then_writes_json_held_to_the_schema(family, effort):
     conv = conversation(output=OutputSchema(SCHEMA, "count"), reasoning_effort=effort)
-    accepts = Recognizer(turn_grammar(conv, get_family(family))).accepts
+    accepts = Recognizer(held(conv, family)).accepts
     answer = 'Three </thin k> things.\n</think>\n{"count": 3}'
     assert accepts(answer)
     assert read(family, conv, answer) == {"reasoning": "Three </thin k> things.", "text": '{"count": 3}',
@@ -73,7 +78,7 @@ def test_a_thinking_model_reasons_to_its_closing_tag_then_writes_json_held_to_th
 @pytest.mark.parametrize("family", ["glm", "deepseek-v4", "deepseek-v4.1", "chatml"])
 def test_with_thinking_off_the_json_comes_first(family):
     conv = conversation(output=OutputSchema(SCHEMA, "count"), reasoning_effort="none")
-    accepts = Recognizer(turn_grammar(conv, get_family(family))).accepts
+    accepts = Recognizer(held(conv, family)).accepts
     assert accepts('{"count": 3}') and accepts('\n{"count": 3}')
     assert not accepts('Hmm</think>{"count": 3}') and not accepts('<think>Hmm</think>{"count": 3}')
     assert read(family, conv, '{"count": 3}')["text"] == '{"count": 3}'
@@ -81,11 +86,20 @@ def test_with_thinking_off_the_json_comes_first(family):
 
 def test_a_chatml_model_may_open_its_own_reasoning_first_or_answer_at_once():
     conv = conversation(output=OutputSchema(None))  # json_object: any object
-    accepts = Recognizer(turn_grammar(conv, get_family("chatml"))).accepts
+    accepts = Recognizer(held(conv, "chatml")).accepts
     assert accepts('{"a": [1]}') and accepts('<think>\nShort.\n</think>\n\n{"a": 1}')
     assert read("chatml", conv, '<think>\nShort.\n</think>\n\n{"a": 1}') == {
         "reasoning": "Short.", "text": '{"a": 1}', "calls": []}
     assert not accepts('Sure! {"a": 1}') and not accepts("[1]")
+
+
+def test_a_model_whose_vocabulary_has_no_reasoning_opener_is_not_led_into_one():
+    """SmolLM2 is served by the ChatML family but never learnt `<think>`: a first `<` must not commit it to a
+    reasoning section it would never close."""
+    conv = conversation(output=OutputSchema(None))
+    accepts = Recognizer(held(conv, "chatml", tokens=())).accepts
+    assert accepts('{"a": 1}')
+    assert not accepts('<think>\nShort.\n</think>\n\n{"a": 1}')
 
 
 CALLS = {  # each family's call as its model writes it, and a second call after it
@@ -110,7 +124,7 @@ CALLS = {  # each family's call as its model writes it, and a second call after 
 @pytest.mark.parametrize("choice", ["required", NamedToolChoice("get_weather")])
 def test_a_required_call_is_written_in_the_family_s_syntax_with_strict_arguments(family, choice):
     conv = conversation(tools=(WEATHER, CLOCK), tool_choice=choice, reasoning_effort="none")
-    accepts = Recognizer(turn_grammar(conv, get_family(family))).accepts
+    accepts = Recognizer(held(conv, family)).accepts
     call, _ = CALLS[family]
     assert accepts(call)
     assert read(family, conv, call)["calls"] == [("get_weather", ARGUMENTS)]
@@ -133,9 +147,9 @@ def test_required_lets_any_declared_tool_be_called_a_loose_one_with_any_argument
         "deepseek-v4.1": '<｜DSML｜ calls>\n<｜DSML｜ invoke name="get_time">\n<｜DSML｜ parameter name="zone" '
                          'string="true">UTC</｜DSML｜ parameter>\n</｜DSML｜ invoke>\n</｜DSML｜ calls>',
     }[family]
-    assert Recognizer(turn_grammar(required, get_family(family))).accepts(clock)
+    assert Recognizer(held(required, family)).accepts(clock)
     assert read(family, required, clock)["calls"][0][0] == "get_time"
-    assert not Recognizer(turn_grammar(named, get_family(family))).accepts(clock)
+    assert not Recognizer(held(named, family)).accepts(clock)
 
 
 @pytest.mark.parametrize("family", ["chatml", "glm"])
@@ -145,14 +159,14 @@ def test_parallel_calls_may_follow_one_another_unless_the_request_says_one(famil
     parallel = conversation(tools=(WEATHER,), tool_choice="required", reasoning_effort="none")
     single = conversation(tools=(WEATHER,), tool_choice="required", reasoning_effort="none",
                           parallel_tool_calls=False)
-    assert Recognizer(turn_grammar(parallel, get_family(family))).accepts(two)
+    assert Recognizer(held(parallel, family)).accepts(two)
     assert read(family, parallel, two)["calls"] == [("get_weather", ARGUMENTS)] * 2
-    assert not Recognizer(turn_grammar(single, get_family(family))).accepts(two)
+    assert not Recognizer(held(single, family)).accepts(two)
 
 
 def test_a_thinking_glm_reasons_before_its_required_call():
     conv = conversation(tools=(WEATHER,), tool_choice="required")
-    accepts = Recognizer(turn_grammar(conv, get_family("glm"))).accepts
+    accepts = Recognizer(held(conv, "glm")).accepts
     call, _ = CALLS["glm"]
     assert accepts("I should look it up.</think>" + call)
     assert read("glm", conv, "I should look it up.</think>" + call) == {
@@ -164,8 +178,8 @@ def test_a_thinking_glm_reasons_before_its_required_call():
 def test_no_grammar_where_the_turn_may_be_text_or_a_call_or_is_plain_text(family):
     for conv in [conversation(), conversation(tools=(WEATHER,)),
                  conversation(tools=(WEATHER,), output=OutputSchema(SCHEMA))]:
-        assert turn_grammar(conv, get_family(family)) is None
+        assert held(conv, family) is None
     # tools hidden by tool_choice none: the structured answer is held
     hidden = Conversation.from_request(QUESTION, tools=(WEATHER,), tool_choice="none", reasoning_effort=None,
                                        parallel_tool_calls=None, output=OutputSchema(SCHEMA))
-    assert turn_grammar(hidden, get_family(family)) is not None
+    assert held(hidden, family) is not None
