@@ -112,8 +112,8 @@ class Generation:
     shared. An engine reuses only cached prompts of the same salt: vLLM and SGLang are told it (`cache_salt`), a
     llama-server slot that holds another salt's sequence is not reused (`slot_choice.py`)."""
     grammar: str | None = None
-    """A GBNF grammar the whole generated text must follow (`pipeline/constraint.py`), for an engine that
-    `constrains` (others ignore it: what they write is still validated before it is published)."""
+    """A GBNF grammar the whole generated text must follow (`pipeline/constraint.py`), for an engine that takes
+    one (`describe_grammar`); others ignore it, and what they write is still validated before it is published."""
     cancelled: bool = field(default=False, init=False, repr=False)
     """Set by `cancel`, from any thread (a plain attribute: engines read it at every token, and nothing waits
     on it, so an Event's lock would buy nothing)."""

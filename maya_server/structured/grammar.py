@@ -206,12 +206,15 @@ class _SchemaRules:
                                    f'{self.value(properties[name] if isinstance(properties[name], dict) else {})}')
                  for name in properties}
         comma = f'{ws} "," {ws}'
+        # tails[i]: each optional property from the i-th on, present or not, in order (one rule each, so the
+        # grammar grows with the properties, not with their square)
+        tails = [""] * (len(optional) + 1)
+        for index in range(len(optional) - 1, -1, -1):
+            tails[index] = self.g.rule(f"( {comma} {pairs[optional[index]]} )? {tails[index + 1]}".rstrip())
         if required:
-            body = f" {comma} ".join(pairs[name] for name in required)
-            body += "".join(f" ( {comma} {pairs[name]} )?" for name in optional)
+            body = f" {comma} ".join(pairs[name] for name in required) + f" {tails[0]}"
         else:  # any subset of the optional ones, in order: the first present, then each later one or not
-            firsts = [pairs[name] + "".join(f" ( {comma} {pairs[later]} )?" for later in optional[i + 1:])
-                      for i, name in enumerate(optional)]
+            firsts = [f"{pairs[name]} {tails[index + 1]}".rstrip() for index, name in enumerate(optional)]
             body = "( " + " | ".join(firsts) + " )?"
         return self.g.rule(f'"{{" {ws} {body} {ws} "}}"')
 
