@@ -50,6 +50,20 @@ def test_sdk_parse_with_a_pydantic_model(start_server):
     assert parsed.choices[0].message.parsed == Count(fruit="apple", count=3)
 
 
+def test_output_cut_by_the_limit_is_a_200_length_with_no_content_which_parse_raises(start_server):
+    """What came back "200 with empty content" under a schema: the output limit reached while the answer was held.
+    The cut JSON is never published (as Responses' `incomplete`); `finish_reason` says why, and the SDK's `parse`
+    raises `LengthFinishReasonError` rather than hand back an empty object."""
+    server = start_server([VALID])
+    client = server.client()
+    completion = client.chat.completions.create(model="m", messages=ASK, response_format=JSON_SCHEMA, max_tokens=3)
+    choice = completion.choices[0]
+    assert choice.finish_reason == "length" and not choice.message.content
+    assert completion.usage.completion_tokens == 3
+    with pytest.raises(openai.LengthFinishReasonError):
+        client.chat.completions.parse(model="m", messages=ASK, response_format=Count, max_tokens=3)
+
+
 @pytest.mark.parametrize("output", ['{"fruit": "apple", "count": "three"}', "Sure! " + VALID, '{"fruit": "apple"'])
 def test_invalid_output_fails_without_content(start_server, output):
     server = start_server([output])
