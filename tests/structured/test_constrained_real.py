@@ -11,19 +11,14 @@ grammar it cannot parse is a 400 there).
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import jsonschema
-import pytest
 
+from bench.structured_battery import BATTERY
 from maya_server.families import get_family
 from maya_server.neutral.conversation import Conversation, Message, OutputSchema, TextPart, ToolSpec
 from maya_server.pipeline.constraint import turn_grammar
 from tests.embedded import child_http, embedded_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from structured_battery import BATTERY  # noqa: E402
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
           "required": ["city", "country"], "additionalProperties": False}
