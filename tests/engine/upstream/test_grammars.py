@@ -10,6 +10,8 @@ any more; `/v1/status` says which mechanism is in use and how many refusals ther
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
+from typing import Iterator
 
 import httpx
 import pytest
@@ -34,10 +36,25 @@ def tokenizer_dir(tmp_path_factory) -> str:
     return str(write_model_dir(default_model_path(), tmp_path_factory.mktemp("smollm2")))
 
 
-def _server(upstream: FakeUpstream, tokenizer_dir: str, **overrides) -> RunningServer:
+@contextmanager
+def served(kind: str, tokenizer_dir: str, *, refused: tuple[str, ...] = (),
+           **overrides) -> Iterator[tuple[FakeUpstream, RunningServer]]:
+    """A fake `kind` upstream answering `ANSWER` (a 400 to a body with a `refused` field) and a Maya in front."""
+    upstream = FakeUpstream(kind, smollm2_tokenizer())
+    upstream.answer = ANSWER
+    upstream.refused_fields = refused
     config = ServerConfig(engine="upstream", family="chatml", upstream_url=upstream.url, tokenizer=tokenizer_dir,
                           upstream_read_timeout=30.0, **overrides)
-    return RunningServer(config, create_engine(config))
+    server = RunningServer(config, create_engine(config))
+    try:
+        yield upstream, server
+    finally:
+        server.stop()
+        upstream.stop()
+
+
+def _status(server: RunningServer) -> dict:
+    return httpx.get(server.url + "/v1/status", timeout=10).json()["constrained_decoding"]
 
 
 def _ask(server: RunningServer, **extra) -> httpx.Response:
@@ -51,16 +68,10 @@ def _completion_requests(upstream: FakeUpstream) -> list[dict]:
 
 @pytest.mark.parametrize("kind", ["llama-server", "vllm", "sglang"])
 def test_each_engine_is_sent_the_grammar_in_its_own_field_and_plain_text_none(kind, tokenizer_dir):
-    upstream = FakeUpstream(kind, smollm2_tokenizer())
-    upstream.answer = ANSWER
-    server = _server(upstream, tokenizer_dir)
-    try:
+    with served(kind, tokenizer_dir) as (upstream, server):
         structured = _ask(server, response_format=FORMAT)
         plain = _ask(server)
-        status = httpx.get(server.url + "/v1/status", timeout=10).json()["constrained_decoding"]
-    finally:
-        server.stop()
-        upstream.stop()
+        status = _status(server)
     assert structured.status_code == 200 and structured.json()["choices"][0]["message"]["content"] == ANSWER
     assert plain.status_code == 200
     with_grammar, without = _completion_requests(upstream)
@@ -72,15 +83,9 @@ def test_each_engine_is_sent_the_grammar_in_its_own_field_and_plain_text_none(ki
 
 
 def test_a_server_told_not_to_constrain_sends_no_grammar_and_says_so(tokenizer_dir):
-    upstream = FakeUpstream("llama-server", smollm2_tokenizer())
-    upstream.answer = ANSWER
-    server = _server(upstream, tokenizer_dir, constrained_decoding=False)
-    try:
+    with served("llama-server", tokenizer_dir, constrained_decoding=False) as (upstream, server):
         answer = _ask(server, response_format=FORMAT)
-        status = httpx.get(server.url + "/v1/status", timeout=10).json()["constrained_decoding"]
-    finally:
-        server.stop()
-        upstream.stop()
+        status = _status(server)
     assert answer.status_code == 200 and answer.json()["choices"][0]["message"]["content"] == ANSWER
     assert "grammar" not in _completion_requests(upstream)[0]
     assert status["enabled"] is False
@@ -89,20 +94,13 @@ def test_a_server_told_not_to_constrain_sends_no_grammar_and_says_so(tokenizer_d
 @pytest.mark.parametrize("kind", ["llama-server", "vllm"])
 def test_an_engine_that_refuses_the_grammar_answers_without_it_warns_once_and_is_spared_after_three(
         kind, tokenizer_dir, caplog):
-    upstream = FakeUpstream(kind, smollm2_tokenizer())
-    upstream.answer = ANSWER
-    upstream.refused_fields = (FIELD[kind],)
-    server = _server(upstream, tokenizer_dir)
-    try:
+    with served(kind, tokenizer_dir, refused=(FIELD[kind],)) as (upstream, server):
         with caplog.at_level(logging.WARNING, logger="maya.engine"):
             answers = [_ask(server, response_format=FORMAT) for _ in range(STOP_AFTER + 1)]
         invalid = _ask(server, response_format=FORMAT, max_tokens=2)  # still validated: cut JSON is never sent
-        status = httpx.get(server.url + "/v1/status", timeout=10).json()["constrained_decoding"]
+        status = _status(server)
         counted = prometheus_values(httpx.get(server.url + "/metrics/prometheus", timeout=10).text,
-                                     "maya:upstream_grammar_refusals_total")
-    finally:
-        server.stop()
-        upstream.stop()
+                                    "maya:upstream_grammar_refusals_total")
     assert [a.status_code for a in answers] == [200] * (STOP_AFTER + 1)
     assert all(a.json()["choices"][0]["message"]["content"] == ANSWER for a in answers)
     sent = [FIELD[kind] in request for request in _completion_requests(upstream)]
@@ -119,16 +117,9 @@ def test_an_engine_that_refuses_the_grammar_answers_without_it_warns_once_and_is
 
 
 def test_a_request_the_engine_refuses_for_another_reason_fails_as_before_and_counts_no_refusal(tokenizer_dir):
-    upstream = FakeUpstream("llama-server", smollm2_tokenizer())
-    upstream.answer = ANSWER
-    upstream.refused_fields = ("prompt",)  # every request, with or without the grammar
-    server = _server(upstream, tokenizer_dir)
-    try:
+    with served("llama-server", tokenizer_dir, refused=("prompt",)) as (_, server):  # every request refused
         answer = _ask(server, response_format=FORMAT)
-        status = httpx.get(server.url + "/v1/status", timeout=10).json()["constrained_decoding"]
-    finally:
-        server.stop()
-        upstream.stop()
+        status = _status(server)
     assert answer.status_code == 400 and answer.json()["error"]["code"] == "upstream_rejected"
     assert status["refusals"] == 0 and status["in_use"] is True
 
