@@ -77,6 +77,10 @@ class RedisLogReader:
     def check_cursor(self, after: int) -> str | None:
         return cursor_problem(after, self.first_retained, self.last)
 
+    def reader(self, after: int) -> "RedisLogReader":
+        """Itself: a task found through another replica is read through the reader it was found with."""
+        return self
+
     async def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
         """Every event after `after`, live until the log's end entry."""
         self.cursor = after
@@ -361,13 +365,17 @@ class RedisJobLog:
         """Until the log is closed in Redis (or the writer was fenced)."""
         await self._drained.wait()
 
+    def reader(self, after: int) -> RedisLogReader:
+        """A reader of this task's log after `after`: from Redis, like every other (its creator's stream too)."""
+        return RedisLogReader(self.logs, self.job_id, 0, after + 1)
+
     def follow(self, after: int) -> AsyncIterator[LoggedEvent]:
-        """The task's first reader: from Redis, like every other."""
-        return RedisLogReader(self.logs, self.job_id, 0, after + 1).follow(after)
+        """The task's first reader."""
+        return self.reader(after).follow(after)
 
     def batches(self, after: int) -> AsyncIterator[list[LoggedEvent]]:
         """`follow` in lists of the events that came together."""
-        return RedisLogReader(self.logs, self.job_id, 0, after + 1).batches(after)
+        return self.reader(after).batches(after)
 
     def refused(self) -> None:
         """The record refused this writer (its fence moved on, or it is gone): nothing more is written, the

@@ -96,15 +96,18 @@ def _reader(jobs: JobManager, job: Job, cursor: int, reading: ExitStack) -> Resp
     server runs ends with the job, which its shutdown cancels; one of a job another replica runs (Redis) ends
     at this server's shutdown with the `error` event `server_shutdown`, numbered like a lagging reader's error,
     and reconnects through another replica after the last event it got."""
-    events = job.log.batches(cursor)
-    farewell = None if jobs.runs_here(job.id) else (lambda: _farewell(job.log))
+    if jobs.runs_here(job.id):
+        events, farewell = job.log.batches(cursor), None
+    else:  # the farewell is this reader's: numbered from where it stands (its creator's stream too)
+        reader = job.log.reader(cursor)
+        events, farewell = reader.batches(cursor), (lambda: _farewell(reader))
     return EventStreamResponse(_frames(events), on_close=reading.close, farewell=farewell,
                                write_timeout=jobs.settings.stream_timeout_s, keepalive=jobs.keepalive_s)
 
 
-async def _farewell(log) -> bytes:
+async def _farewell(reader) -> bytes:
     error = shutdown_error()
-    event = {"type": "error", "sequence_number": await log.farewell_sequence(), "code": error.code,
+    event = {"type": "error", "sequence_number": await reader.farewell_sequence(), "code": error.code,
              "message": error.message, "param": error.param}
     return encode_event(event, "error")
 

@@ -395,6 +395,29 @@ def test_shutdown_ends_connected_readers_and_cancels_their_task_in_memory_or_han
     assert final.status == "completed" and final.output_text.rstrip() == ("tick " * 4000).rstrip()  # continued
 
 
+def test_the_stream_that_created_a_task_ends_at_shutdown_as_its_store_says(start_server):
+    """The creating request's own stream (`background` with `stream: true`): in memory the task is cancelled and
+    the stream ends with it; on Redis the task is handed over and the stream ends with the `error` event
+    `server_shutdown`, numbered after what it was sent, never with a dropped connection."""
+    server = start_server(["tick " * 4000], delay=DELAY, job_shutdown_grace_s=0)
+    http = server.http()
+    body = {"model": "m", "input": "Long request", "background": True, "store": True, "stream": True}
+    opening = http.stream("POST", "/v1/responses", json=body)
+    answer = opening.__enter__()
+    frames = iter_frames(answer.iter_lines())
+    first = [next(frames) for _ in range(3)]
+    server.stop()
+    rest = list(frames)  # what the server wrote before it closed: the stream must end, not break
+    http.close()
+    events = [json.loads(data) for _, data in first + rest]
+    numbers = [event["sequence_number"] for event in events]
+    if server.config.store == "memory":
+        assert events[-1]["type"] in ("response.failed", "response.cancelled", "error")
+        return
+    assert events[-1]["type"] == "error" and events[-1]["code"] == "server_shutdown", events[-1]
+    assert numbers[-1] > max(numbers[:-1])
+
+
 def test_job_metrics_and_status(start_server):
     server = start_server([SLOW], delay=DELAY, environ={"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"})
     client = server.client()
