@@ -199,8 +199,9 @@ class ServerConfig:
     """With a Redis store: seconds a task whose owner stopped may wait for a replica serving its model to take it
     over; past it the task fails `background_owner_lost` (`responses/jobs/handover.py`)."""
     job_resume_limit: int = 3
-    """With a Redis store: how many times a task may be taken over by another replica; past it the task fails
-    `background_resume_limit`, so a task that kills its replicas does not go round the fleet for ever."""
+    """With a Redis store: how many times a task may lose its owner mid-task and be taken over; past it the task
+    fails `background_resume_limit`, so a task that kills its replicas does not go round the fleet for ever. A task
+    handed over at a shutdown, or taken over before it started, uses none: a rolling deploy fails nothing."""
     job_shutdown_grace_s: float = 25.0
     """With a Redis store: seconds a SIGTERM lets this replica's running tasks finish here before it hands the
     rest over to other replicas (queued ones are handed over at once); within Kubernetes' default

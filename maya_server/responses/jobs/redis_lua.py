@@ -327,10 +327,11 @@ CLAIM = COMMON + r"""
 -- deadline `job_timeout`, taken over too often `background_resume_limit`, nobody took it within the claim wait
 -- `background_owner_lost`; the caller ends it with `REAP`), or {'claimed', fence, state, rq, hist, hk, snap,
 -- first, n, dl, rs, cx, owner scope, lapsed since, img, imgl}: the caller now holds it under the new fence and
--- lease.
+-- lease. `rs` counts the owners lost while the task ran: a task its owner handed over (`rel`, a shutdown) or
+-- that never started (`queued`) is taken over without counting, so a rolling deploy uses up no resume.
 local id, fence, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local r = rec(id)
-local f = redis.call('HMGET', r, 'f', 's', 'lu', 'fin', 'm', 'fam', 'rs', 'dl', 'cx')
+local f = redis.call('HMGET', r, 'f', 's', 'lu', 'fin', 'm', 'fam', 'rs', 'dl', 'cx', 'rel')
 if not f[1] or tonumber(f[1]) ~= fence or f[4] or not active(f[2]) or tonumber(f[3]) > now then
   return {'changed'}
 end
@@ -340,17 +341,21 @@ if f[8] and tonumber(f[8]) <= now then return {'end', 'job_timeout'} end
 if now > lapsed + tonumber(ARGV[8]) then return {'end', 'background_owner_lost'} end
 if f[5] ~= ARGV[5] or f[6] ~= ARGV[6] then return {'other'} end
 local rs = tonumber(f[7] or '0')
-if rs >= tonumber(ARGV[7]) then return {'end', 'background_resume_limit'} end
+local lost = f[10] ~= '1' and f[2] == 'in_progress'
+if lost then
+  if rs >= tonumber(ARGV[7]) then return {'end', 'background_resume_limit'} end
+  rs = rs + 1
+end
 local lease_until = tonumber(ARGV[10])
 local new_fence = redis.call('HINCRBY', P .. 'jn', 'fences', 1)
-redis.call('HSET', r, 'f', new_fence, 'r', ARGV[9], 'lu', lease_until, 'rs', rs + 1)
+redis.call('HSET', r, 'f', new_fence, 'r', ARGV[9], 'lu', lease_until, 'rs', rs)
 redis.call('HDEL', r, 'rel')
 redis.call('ZADD', P .. 'jlease', lease_until, id)
 redis.call('HINCRBY', P .. 'jn', 'claimed', 1)
 if f[2] == 'in_progress' then redis.call('HINCRBY', P .. 'jn', 'resumed', 1) end
 local g = redis.call('HMGET', r, 'rq', 'hist', 'hk', 'snap', 'first', 'n', 'dl', 'cx', 'o', 'img', 'imgl')
 return {'claimed', new_fence, f[2], g[1], g[2], tonumber(g[3]), g[4], tonumber(g[5]), tonumber(g[6]), g[7],
-        rs + 1, tonumber(g[8]), g[9], tostring(lapsed), g[10] or '', g[11] or ''}
+        rs, tonumber(g[8]), g[9], tostring(lapsed), g[10] or '', g[11] or ''}
 """
 
 KEEP_IMAGES = COMMON + r"""

@@ -195,6 +195,21 @@ def test_a_task_taken_over_past_the_resume_limit_fails_with_its_code(fleet):
     assert numbers(events) == list(range(len(events)))
 
 
+def test_a_rolling_deploy_that_meets_a_task_more_often_than_the_resume_limit_cancels_nothing(fleet):
+    """Four graceful stops of the task's owner in turn (one more than `--job-resume-limit`): each hands the task
+    over, which uses no resume, so it completes whole; only owners lost mid-task count."""
+    replicas = [fleet.start([TEXT], *LEASE, "--job-shutdown-grace-s", "0", delay=DELAY) for _ in range(5)]
+    job = create(replicas[0])
+    for _ in range(4):
+        owners = []
+        assert wait_for(lambda: bool(owners.extend(owner_of(replicas)) or owners), SETTLE_S)
+        assert deltas_text(read(owners[0], job["id"], limit=30))  # it is generating
+        owners[0].terminate()
+        assert owners[0].process.wait(SETTLE_S) == 0
+    watcher = next(replica for replica in replicas if replica.alive)
+    completed_with_whole_answer(watcher, job["id"])
+
+
 # -- cancel and deadline across a hand-over --------------------------------------------------
 def test_a_cancel_while_the_task_has_no_owner_cancels_it(fleet):
     a = fleet.start([TEXT], *LEASE, delay=DELAY)

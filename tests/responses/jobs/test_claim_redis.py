@@ -36,11 +36,12 @@ async def test_a_lapsed_task_is_claimed_once_under_a_new_fence_that_refuses_its_
     assert outcome(await claim(logs, "resp_c1", writer.fence, now=1059.0)) == ["changed"]  # the lease still runs
     answer = await claim(logs, "resp_c1", writer.fence)
     assert answer[0] == b"claimed" and int(answer[1]) > writer.fence
-    assert answer[2] == b"queued" and answer[3] == b"{}" and int(answer[10]) == 1  # state, request, resumes
+    assert answer[2] == b"queued" and answer[3] == b"{}" and int(answer[10]) == 0  # state, request, resumes:
+    # a task that never started lost nothing with its owner, so taking it over counts no resume
     assert float(answer[13]) == 1060.0  # free since its lease's end
     assert outcome(await claim(logs, "resp_c1", writer.fence)) == ["changed"]  # the race is won once
     record = (await held(logs, "resp_c1"))[0]
-    assert record[b"r"] == b"replica-b" and int(record[b"rs"]) == 1 and float(record[b"lu"]) == LAPSED + 60
+    assert record[b"r"] == b"replica-b" and int(record[b"rs"]) == 0 and float(record[b"lu"]) == LAPSED + 60
     writer.append(delta(1))  # the late owner's next write is refused: it stops, writing nothing
     await within(writer.drained(), "the late owner was not refused")
     assert writer.fenced
@@ -64,6 +65,8 @@ async def test_another_model_or_family_leaves_the_task_until_the_claim_wait_is_o
 async def test_what_ends_a_task_instead_of_a_claim():
     logs = await open_logs()
     writer = await admit(logs, "resp_c3")
+    writer.mark("in_progress")
+    await within(writer.confirmed(), "in_progress was not written")
     assert outcome(await claim(logs, "resp_c3", writer.fence, now=1601.0, wait=1000)) == ["end", "job_timeout"]
     assert outcome(await claim(logs, "resp_c3", writer.fence, limit=0)) == ["end", "background_resume_limit"]
     await logs.scripts["CANCEL"]([logs.link.prefix, "resp_c3", "owner"])
@@ -84,9 +87,26 @@ async def test_a_task_handed_over_keeps_its_last_events_and_is_free_to_claim_at_
     assert b"fin" not in record  # not finished: it goes on elsewhere
     events = await logs.everything("resp_c4")
     assert [event.type for event in events] == ["response.created", "response.queued", "response.output_text.delta"]
-    answer = await claim(logs, "resp_c4", int(record[b"f"]), now=1000.5)  # no lease to wait for
-    assert answer[0] == b"claimed" and answer[2] == b"in_progress"
+    answer = await claim(logs, "resp_c4", int(record[b"f"]), now=1000.5, limit=0)  # no lease to wait for, and
+    assert answer[0] == b"claimed" and answer[2] == b"in_progress"       # no resume used: its owner let it go
+    assert int(answer[10]) == 0 and b"rel" not in (await held(logs, "resp_c4"))[0]
     assert int((await held(logs, "resp_c4"))[4][b"handed_over"]) == 1
+    await close(logs)
+
+
+@on_a_loop
+async def test_only_an_owner_lost_mid_task_uses_a_resume():
+    """A task in progress whose lease lapsed (its owner died) counts one resume per taking over, and past the limit
+    ends `background_resume_limit`; handing over at a shutdown, or taking over a task that never started, is free."""
+    logs = await open_logs()
+    writer = await admit(logs, "resp_c6")
+    writer.mark("in_progress")
+    await within(writer.confirmed(), "in_progress was not written")
+    answer = await claim(logs, "resp_c6", writer.fence, limit=1)  # its owner died: the first resume
+    assert answer[0] == b"claimed" and int(answer[10]) == 1
+    fence, now = int(answer[1]), LAPSED + 61  # the taker dies too: its lease (to LAPSED + 60) lapses
+    assert outcome(await claim(logs, "resp_c6", fence, now=now, limit=1)) == ["end", "background_resume_limit"]
+    assert int((await held(logs, "resp_c6"))[0][b"rs"]) == 1
     await close(logs)
 
 
