@@ -58,6 +58,37 @@ _ITEM_KINDS = {"reasoning": "reasoning", "message": "message", "function_call": 
 _DELTAS = ("response.output_text.delta", "response.reasoning_text.delta", "response.function_call_arguments.delta")
 
 
+def _replay(items: list[_Item], event: dict) -> _Item | None:
+    """One published event applied to the items it builds: an item opened (returned), text added, an item done."""
+    kind = event["type"]
+    if kind == "response.output_item.added":
+        body = event["item"]
+        item = _Item(_ITEM_KINDS[body["type"]], body["id"], event["output_index"],
+                     call_id=body.get("call_id", ""), name=body.get("name", ""))
+        items.append(item)
+        return item
+    if kind in _DELTAS:
+        items[event["output_index"]].text.append(event["delta"])
+    elif kind == "response.output_item.done":
+        item = items[event["output_index"]]
+        item.status = event["item"]["status"]
+        if item.kind == "function_call":
+            item.text = [event["item"]["arguments"]]
+    return None
+
+
+def published_output(events: list[dict]) -> list[dict]:
+    """The output items a response's events published, each one still open closed `incomplete` with what it had
+    so far: the answer of a background task that ends without an owner (`jobs/handover.ended`)."""
+    items: list[_Item] = []
+    for event in events:
+        _replay(items, event)
+    for item in items:
+        if item.status == "in_progress":
+            item.status = "incomplete"
+    return [item.body() for item in items]
+
+
 def _output_text(text: str) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
@@ -216,25 +247,14 @@ class ResponseAssembler:
             self._raw = [(text, bool(tag)) for pieces in raw if pieces for text, tag in pieces]
 
     def _replay(self, event: dict) -> None:
-        kind = event["type"]
-        if kind == "response.output_item.added":
-            body = event["item"]
-            item = _Item(_ITEM_KINDS[body["type"]], body["id"], event["output_index"],
-                         call_id=body.get("call_id", ""), name=body.get("name", ""))
-            self._items.append(item)
-            if item.kind == "function_call":
-                self._calls[len(self._calls)] = item  # the parser numbers a turn's calls from 0
+        opened = _replay(self._items, event)
+        if opened is not None:
+            if opened.kind == "function_call":
+                self._calls[len(self._calls)] = opened  # the parser numbers a turn's calls from 0
             else:
-                self._open = item
-        elif kind in _DELTAS:
-            self._items[event["output_index"]].text.append(event["delta"])
-        elif kind == "response.output_item.done":
-            item = self._items[event["output_index"]]
-            item.status = event["item"]["status"]
-            if item.kind == "function_call":
-                item.text = [event["item"]["arguments"]]
-            if self._open is item:
-                self._open = None
+                self._open = opened
+        elif self._open is not None and self._open.status != "in_progress":
+            self._open = None  # its `done` came
 
     def partial_turn(self) -> PartialTurn:
         """The assistant's turn as published so far, for the model to continue."""

@@ -91,7 +91,8 @@ def unpacked_images(joined: bytes, lengths: bytes) -> list[bytes]:
 
 def ended(snapshot: dict, code: str, message: str | None = None) -> tuple[str, dict, list[tuple[str, bytes]]]:
     """(the record's final state, its response, its terminal events unnumbered) for a task that ends without
-    an owner: what it had published, its unfinished items closed incomplete."""
+    an owner: what it had published (`snapshot`, its output rebuilt from the log where the log is whole), its
+    unfinished items closed incomplete."""
     for item in snapshot.get("output", []):
         if item.get("status") == "in_progress":
             item["status"] = "incomplete"

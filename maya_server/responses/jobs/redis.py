@@ -47,7 +47,7 @@ import orjson
 
 from ...errors import EventTooLarge, MayaError, StoreUnavailableError
 from . import redis_lua as lua
-from ..assembly.assembler import ResponseAssembler
+from ..assembly.assembler import ResponseAssembler, published_output
 from .event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from .handover import ClaimedTask, Resumer, TakeOverFigures, ended, packed_images, unpacked_images
 from .manager import (
@@ -306,10 +306,16 @@ class RedisJobManager(JobManager):
     async def _end_unheld(self, job_id: str, fence: int, code: str, *, held: bool, message: str | None = None) -> None:
         """End a task no replica runs (`REAP`): its terminal events, for every reader; `held`: this replica holds
         its fence (it took the task and cannot run it)."""
-        snapshot = await self.link.command(lambda: self.link.client.hget(self.logs.key("j:", job_id), "snap"))
+        key = self.logs.key("j:", job_id)
+        snapshot, status, first = await self.link.command(lambda: self.link.client.hmget(key, "snap", "s", "first"))
         if snapshot is None:
             return
-        state, final, events = ended(orjson.loads(snapshot), code, message)
+        response = orjson.loads(snapshot)
+        if status == b"in_progress" and first == b"0":  # the snapshot is as of the last item opened or closed:
+            # what the task published is in its log, whole
+            logged = await self.logs.everything(job_id)
+            response["output"] = published_output([orjson.loads(event.json) for event in logged])
+        state, final, events = ended(response, code, message)
         s = self.settings
         args: list = [self.link.prefix, job_id, fence, self.wall_clock(), s.event_count, s.event_bytes,
                       orjson.dumps(final), state, code, 1 if held else 0]

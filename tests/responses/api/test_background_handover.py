@@ -175,7 +175,13 @@ def test_a_replica_serving_another_model_never_takes_the_task_which_fails_after_
     assert numbers(events) == list(range(len(events)))
     figures = jobs_status(b)
     assert figures["claimed"] == 0 and figures["ended_unowned"] == {"background_owner_lost": 1}, figures
-    assert retrieve(b, job["id"]).json()["status"] == "failed"
+    final = retrieve(b, job["id"]).json()
+    assert final["status"] == "failed"
+    published = deltas_text(events)  # what the task had published is its answer, the open message closed incomplete
+    assert len(published.split()) >= 10
+    for response in (final, events[-1]["response"]):
+        assert [(item["type"], item["status"]) for item in response["output"]] == [("message", "incomplete")]
+        assert answer_text(response) == published
 
 
 def test_a_task_taken_over_past_the_resume_limit_fails_with_its_code(fleet):
