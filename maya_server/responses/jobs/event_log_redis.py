@@ -277,9 +277,12 @@ class RedisJobLog:
 
     def __init__(self, logs: JobLogs, job_id: str, snapshot: Callable[[], dict], *, lease_s: float,
                  clock: Callable[[], float], on_cancel: Callable[[], None], on_fenced: Callable[[], None],
-                 raw: Callable[[int], list | None] = lambda sequence: None) -> None:
+                 raw: Callable[[int], list | None] = lambda sequence: None,
+                 on_broken: Callable[[str], None] = lambda reason: None) -> None:
         """`raw`: the model's text read before the event of a sequence number was made, if any
-        (`ResponseAssembler.take_raw`): written with that event, for a replica that takes the task over."""
+        (`ResponseAssembler.take_raw`): written with that event, for a replica that takes the task over.
+        `on_broken`: a write failed in Redis in a way no retry mends (a script error: a bug, or a key changed
+        under it), with what Redis said; nothing more is written."""
         self.logs = logs
         self._raw = raw
         self.job_id = job_id
@@ -290,6 +293,7 @@ class RedisJobLog:
         self._snapshot = snapshot
         self._on_cancel = on_cancel
         self._on_fenced = on_fenced
+        self._on_broken = on_broken
         self._pending: deque[tuple[str, bytes, bytes]] = deque()
         """(type, JSON, the model's text read before it as JSON or b"")"""
         self.bytes = 0
@@ -380,14 +384,25 @@ class RedisJobLog:
     def refused(self) -> None:
         """The record refused this writer (its fence moved on, or it is gone): nothing more is written, the
         generation waits for nothing, and the manager is told once."""
+        if self._stop_writing():
+            self._on_fenced()
+
+    def _broken(self, error: Exception) -> None:
+        """A write Redis failed for good (not a refusal or a lost connection, which are retried): the writer stops
+        as when refused, and the manager is told what Redis said."""
+        if self._stop_writing():
+            self._on_broken(f"{type(error).__name__}: {str(error)[:200]}")
+
+    def _stop_writing(self) -> bool:
+        """Nothing more is written, and nothing waits for a write; False if it had stopped already."""
         if self.fenced:
-            return
+            return False
         self.fenced = True
         self._pending.clear()
         self.bytes = 0
         self._room.set()
         self._drained.set()
-        self._on_fenced()
+        return True
 
     def stop(self) -> None:
         """Shutdown gave up waiting: stop retrying."""
@@ -413,6 +428,9 @@ class RedisJobLog:
                 await asyncio.sleep(retry)
                 retry = min(RETRY_S[1], retry * 2)
                 continue
+            except Exception as error:  # a script error: retrying would fail alike, and the loop must not die silent
+                self._broken(error)
+                break
             finally:
                 self._flushed.set()
                 self._flushed = asyncio.Event()

@@ -36,6 +36,8 @@ MESSAGES = {
                                "replicas kept stopping); the response failed. Create it again.",
     "background_resume_lost": "This background response's replica stopped, and what it had published can no longer "
                               "be read to continue it; the response failed. Create it again.",
+    "background_log_failed": "This background response's events could not be written to the shared store (a "
+                             "script failed there); the response failed. Create it again.",
     "job_timeout": "The background response did not finish before its deadline.",
     "response_cancelled": "The response was cancelled before it finished.",
 }

@@ -137,7 +137,7 @@ class RedisJobManager(JobManager):
         assembler.keeps_raw = True  # another replica may take the task over: it writes the cut turn back from it
         return RedisJobLog(self.logs, job_id, assembler.snapshot, lease_s=self.lease_s, clock=self.wall_clock,
                            on_cancel=lambda: self._cancel_asked(job_id), on_fenced=lambda: self._fenced(job_id),
-                           raw=assembler.take_raw)
+                           raw=assembler.take_raw, on_broken=lambda reason: self._log_broken(job_id, reason))
 
     # -- admission ------------------------------------------------------------------------
     async def admit(self, job: Job) -> None:
@@ -223,6 +223,24 @@ class RedisJobManager(JobManager):
         job = self._draining.pop(job_id, None)
         if job is not None and job.active:
             self._request_cancel(job)
+
+    def _log_broken(self, job_id: str, reason: str) -> None:
+        """This replica cannot write the task's log (`RedisJobLog._broken`): its generation stops, and the task
+        ends now through the store's other script (`REAP`, under the fence it holds) with `background_log_failed`,
+        rather than wait, its lease renewed, for a writer that will never write."""
+        log.error("a background response's events could not be written to the store (%s); ending it", reason)
+        job = self._draining.pop(job_id, None)
+        if job is None:
+            return
+        if job.active:
+            self._request_cancel(job)
+        asyncio.ensure_future(self._end_broken(job_id, job.log.fence))
+
+    async def _end_broken(self, job_id: str, fence: int) -> None:
+        try:
+            await self._end_unheld(job_id, fence, "background_log_failed", held=True)
+        except Exception as error:  # the store fails that too: the lease lapses and the fleet ends it as unowned
+            log.error("a background response whose log failed could not be ended (%s)", type(error).__name__)
 
     # -- state ----------------------------------------------------------------------------
     def _transition(self, job: Job, state: str) -> None:
