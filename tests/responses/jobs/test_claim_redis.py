@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import orjson
 
-from maya_server.responses.jobs.event_log_redis import RedisLogReader, unnumbered
+from maya_server.responses.jobs.event_log_redis import RedisJobLog, RedisLogReader, unnumbered
 from maya_server.responses.jobs.handover import packed_images, unpacked_images
 
 from tests.responses.jobs.test_event_log_redis import admit, collect, delta, held, on_a_loop, open_logs, close, within
@@ -107,6 +107,31 @@ async def test_only_an_owner_lost_mid_task_uses_a_resume():
     fence, now = int(answer[1]), LAPSED + 61  # the taker dies too: its lease (to LAPSED + 60) lapses
     assert outcome(await claim(logs, "resp_c6", fence, now=now, limit=1)) == ["end", "background_resume_limit"]
     assert int((await held(logs, "resp_c6"))[0][b"rs"]) == 1
+    await close(logs)
+
+
+@on_a_loop
+async def test_a_hand_over_moves_the_fence_so_the_old_owner_can_write_nothing_more():
+    """After `HAND_OVER` the owner's fence is stale: its `APPEND` and its `KEEP_IMAGES` are refused, so nothing it
+    still had in flight lands in a log another replica is about to continue."""
+    logs = await open_logs()
+    writer = await admit(logs, "resp_c7")
+    writer.mark("in_progress")
+    writer.append(delta(1))
+    await within(writer.hand_over(), "the hand-over was not written")
+    record = (await held(logs, "resp_c7"))[0]
+    assert int(record[b"f"]) > writer.fence
+    late = RedisJobLog(logs, "resp_c7", dict, lease_s=60, clock=lambda: 1000.5, on_cancel=lambda: None,
+                       on_fenced=lambda: None)
+    late.fence = writer.fence  # the owner's fence, as a write still in flight would carry it
+    late.append(delta(2))
+    await within(late.drained(), "the stale owner's append was not refused")
+    assert late.fenced
+    kept = await logs.scripts["KEEP_IMAGES"]([logs.link.prefix, "resp_c7", writer.fence, b"img", b"[3]"])
+    assert kept != b"ok"
+    events = await logs.everything("resp_c7")
+    assert [event.type for event in events][-1] == "response.output_text.delta" and len(events) == 3
+    assert b"img" not in (await held(logs, "resp_c7"))[0]
     await close(logs)
 
 
