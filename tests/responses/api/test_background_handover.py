@@ -86,6 +86,12 @@ def test_kill_9_of_the_owner_mid_task_another_replica_resumes_and_a_reader_recon
     assert metrics["maya:responses_jobs_resumed_total"] == 1 and metrics["maya:responses_jobs_claimed_total"] == 1
     assert metrics["maya:responses_jobs_resume_seconds_count"] == 1
     assert metrics["maya:responses_jobs_handed_over_total"] == 0
+    # what the client is billed is the uncut answer's count, whoever wrote which part; the taker claimed the task,
+    # it did not admit it again
+    with b.http() as http:
+        uncut = http.post("/v1/responses", json={"model": "m", "input": "Long request"}).json()["usage"]
+    assert retrieve(b, job["id"]).json()["usage"]["output_tokens"] == uncut["output_tokens"]
+    assert figures["admitted"] == 0, figures
 
 
 def test_three_tasks_queued_on_a_replica_that_is_killed_all_complete_elsewhere(fleet):
