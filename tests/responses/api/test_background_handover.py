@@ -94,6 +94,24 @@ def test_kill_9_of_the_owner_mid_task_another_replica_resumes_and_a_reader_recon
     assert figures["admitted"] == 0, figures
 
 
+def test_the_output_limit_of_a_resumed_task_counts_what_was_written_before_the_cut(fleet):
+    """`max_output_tokens` 60, the owner killed after 20 or so: the taker writes only the rest, so the answer is
+    `incomplete` at exactly 60 tokens and its text is the uncut answer's first 60 words."""
+    a = fleet.start([TEXT], *LEASE, delay=DELAY)
+    b = fleet.start([TEXT], delay=TAKER_DELAY)
+    job = create(a, max_output_tokens=60)
+    on_a = Reader(a, job["id"])
+    running(on_a, deltas=20)
+    a.kill()
+    assert wait_for(lambda: status(b, job["id"]) not in ("queued", "in_progress"), SETTLE_S)
+    final = retrieve(b, job["id"]).json()
+    assert final["status"] == "incomplete" and final["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert final["usage"]["output_tokens"] == 60
+    with b.http() as http:
+        uncut = http.post("/v1/responses", json={"model": "m", "input": "Long request", "max_output_tokens": 60})
+    assert answer_text(final) == answer_text(uncut.json())
+
+
 def test_three_tasks_queued_on_a_replica_that_is_killed_all_complete_elsewhere(fleet):
     a = fleet.start([TEXT], *LEASE, delay=DELAY, environ={"MAYA_GLM_RESPONSES_JOB_WORKERS": "1"})
     b = fleet.start([TEXT], delay=TAKER_DELAY)
