@@ -61,13 +61,17 @@ REFUSALS = {
              f"{RETRY}."),
     "noreplicas": ("The response store (Redis) refuses writes: fewer replicas are connected than its "
                    f"min-replicas-to-write asks (NOREPLICAS); {RETRY}."),
-    "readonly": ("The response store (Redis) is a read-only replica (READONLY); point --store at the primary, "
-                 f"then {RETRY}."),
+    "readonly": ("The response store (Redis) answered as a read-only replica (READONLY): its primary moved (a "
+                 "failover), and Maya reconnects to find it; if --store names a replica, point it at the primary. "
+                 f"Then {RETRY}."),
     "loading": f"The response store (Redis) is still loading its data set into memory (LOADING); {RETRY}.",
     "masterdown": ("The response store (Redis) is a replica that lost its primary (MASTERDOWN); "
                    f"{RETRY}."),
 }
 """Each refusal Redis can answer with (its code, lower case) and the message the client gets."""
+MOVED_PRIMARY = ("readonly", "masterdown")
+"""Refusals of a node that is a replica now: the primary moved (a failover), so the connections to it are dropped
+and the next command looks for the primary again through a new one (`RedisLink._leave_moved_primary`)."""
 UNAVAILABLE_MESSAGE = f"The response store (Redis) is unavailable; {RETRY}."
 SCOPE_HEX = 32
 WRITE_CHECK = "redis.call('SET', ARGV[1], ARGV[2]) return 1"
@@ -105,6 +109,8 @@ class LinkFigures:
     refusal: str | None = None
     """The refusal that stands (not `oom`): set by a refused command, cleared by a write that gets through."""
     refusals: int = 0
+    primary_moves: int = 0
+    """Times a node answered as a replica (`MOVED_PRIMARY`) and its pooled connections were dropped."""
     salt_changes: int = 0
     """Times this replica adopted a salt another replica wrote (Redis flushed or restarted empty)."""
     salt_restores: int = 0
@@ -141,6 +147,8 @@ class RedisLink:
             result = await asyncio.wait_for(call(), timeout or self.command_timeout)
         except redis_errors.RedisError as error:
             reason = refusal_of(error)
+            if reason in MOVED_PRIMARY:
+                await self._leave_moved_primary()
             if reason is not None:
                 raise self._refused(reason) from None
             if isinstance(error, UNREACHABLE):
@@ -153,6 +161,14 @@ class RedisLink:
             f.command_seconds += time.perf_counter() - started
         f.healthy = f.refusal is None
         return result
+
+    async def _leave_moved_primary(self) -> None:
+        """The node answered as a replica (READONLY): the primary moved (a failover behind a managed endpoint, or a
+        DNS flip). The pooled connections to that node are dropped, so the next command opens a new one and finds
+        the new primary, where the scripts load again by themselves (NOSCRIPT); a connection kept would answer
+        READONLY until Maya restarted."""
+        self.figures.primary_moves += 1
+        await self.client.connection_pool.disconnect(inuse_connections=False)
 
     def _unreachable(self) -> StoreUnavailableError:
         self.figures.command_errors += 1
@@ -255,7 +271,7 @@ class RedisLink:
     def report(self) -> dict:
         """/v1/status's `redis` section of the store: what Redis's configuration and answers say."""
         f = self.figures
-        return {**self.config.report(), "refusal": f.refusal, "refusals": f.refusals,
+        return {**self.config.report(), "refusal": f.refusal, "refusals": f.refusals, "primary_moves": f.primary_moves,
                 "salt": "secret_file" if self._fixed else "redis", "salt_changes": f.salt_changes,
                 "salt_restores": f.salt_restores}
 
