@@ -195,6 +195,12 @@ def _store_options(st: argparse._ArgumentGroup) -> None:
                          f"(default {_default('store_command_timeout')})")
     st.add_argument("--store-pool-size", dest="store_pool_size", metavar="N",
                     help=f"Redis connections per replica (default {_default('store_pool_size')})")
+    st.add_argument("--store-wait-replicas", dest="store_wait_replicas", metavar="N",
+                    help="Redis replicas that must confirm each acknowledged write, else a 503 "
+                         f"(default {_default('store_wait_replicas')}: none)")
+    st.add_argument("--store-wait-timeout", dest="store_wait_timeout", metavar="S",
+                    help="seconds a write waits for those replicas, under --store-command-timeout "
+                         f"(default {_default('store_wait_timeout')})")
     st.add_argument("--store-block-cache-bytes", dest="store_block_cache_bytes", metavar="N",
                     help="with --store redis://…: bytes of stored item blocks this replica keeps a copy of, so a "
                          "continuation fetches from Redis only the blocks it lacks; 0 turns it off "

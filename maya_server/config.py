@@ -186,6 +186,13 @@ class ServerConfig:
     store_command_timeout: float = 1.0
     """Seconds one Redis command may take (waiting for a pooled connection included) before it is a 503."""
     store_pool_size: int = 32
+    store_wait_replicas: int = 0
+    """Replicas that must confirm each acknowledged write (a stored response, a task's admission and its end)
+    within `store_wait_timeout` (Redis's WAIT after the write, on its connection); fewer: a 503, the write kept on
+    the primary. 0: none waited for (replication is asynchronous: a failover may lose the last writes)."""
+    store_wait_timeout: float = 0.5
+    """Seconds a write waits for `store_wait_replicas`; under `store_command_timeout` (a connection's read
+    timeout)."""
     store_block_cache_bytes: int = 64 * 1024 * 1024
     """With a Redis store: bytes of item blocks (encoded) this replica keeps a copy of, so a continuation fetches only
     the blocks it lacks (`responses/store/block_cache.py`); 0 turns the copy off."""
@@ -425,6 +432,8 @@ PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "store_connect_timeout": _positive_float,
     "store_command_timeout": _positive_float,
     "store_pool_size": _positive_int,
+    "store_wait_replicas": _non_negative_int,
+    "store_wait_timeout": _positive_float,
     "store_block_cache_bytes": _non_negative_int,
     "store_require_noeviction": _flag,
     "job_lease_s": _positive_float,
@@ -498,6 +507,9 @@ def _check_consistency(config: ServerConfig) -> ServerConfig:
         config = replace(config, mcp_servers=_merge_servers(config.mcp_servers, load_mcp_config_file("mcp_config", config.mcp_config)))
     if config.tokenizer is not None and not (Path(config.tokenizer) / "tokenizer.json").is_file():
         raise ConfigError("tokenizer", f"{config.tokenizer} has no tokenizer.json")
+    if config.store_wait_replicas and config.store_wait_timeout >= config.store_command_timeout:
+        raise ConfigError("store_wait_timeout", f"must be under --store-command-timeout ({config.store_command_timeout}"
+                          " s), which bounds each read of a Redis connection")
     return config
 
 

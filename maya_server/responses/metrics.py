@@ -106,6 +106,8 @@ def _redis_metrics(redis: dict) -> Iterator[Metric]:
     yield CounterMetricFamily(PREFIX + "redis_primary_moves", "Times a Redis node answered as a replica (READONLY, "
                               "MASTERDOWN: a failover) and Maya dropped its connections to it",
                               value=redis["primary_moves"])
+    yield CounterMetricFamily(PREFIX + "redis_unreplicated", "Acknowledged writes fewer replicas than "
+                              "--store-wait-replicas confirmed in time (each a 503)", value=redis["unreplicated"])
     yield CounterMetricFamily(PREFIX + "salt_changes", "Times this replica adopted a scope salt another replica wrote "
                               "(Redis flushed or restarted empty)", value=redis["salt_changes"])
     yield CounterMetricFamily(PREFIX + "salt_restores", "Times this replica found the scope salt gone from Redis and "

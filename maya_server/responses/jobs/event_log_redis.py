@@ -456,7 +456,7 @@ class RedisJobLog:
         for kind, body, _ in batch:
             args += (kind, body)
         try:
-            answer = await self.logs.scripts["APPEND"](args)
+            answer = await self.logs.scripts["APPEND_END" if close else "APPEND"](args)
         except BaseException:
             self._snapshot_due = self._snapshot_due or due
             raise

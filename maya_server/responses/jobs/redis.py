@@ -60,6 +60,16 @@ SCRIPTS = ("ADMIT", "APPEND", "HEARTBEAT", "READ", "RESERVE", "CANCEL", "DELETE"
            "HAND_OVER", "KEEP_IMAGES")
 CANCEL_POLL_S = 0.1
 
+
+def job_scripts(link: RedisLink) -> dict:
+    """Every job script on `link`. The writes a client is told of wait for `--store-wait-replicas` (`durable`): a
+    task's admission (`ADMIT`: its request's 503 if they do not confirm) and the flush that ends its log
+    (`APPEND_END`, the same script as `APPEND`: counted and logged if they do not, as nobody waits on it)."""
+    scripts = {name: link.script(getattr(lua, name), durable="answer" if name == "ADMIT" else None)
+               for name in SCRIPTS}
+    scripts["APPEND_END"] = link.script(lua.APPEND, durable="note")
+    return scripts
+
 log = logging.getLogger("maya.jobs")
 
 
@@ -110,7 +120,7 @@ class RedisJobManager(JobManager):
         self.wall_clock = wall_clock
         """Leases and retention are the replicas' wall clock (NTP-synchronised; skew must stay well under the lease)."""
         self.replica = secrets.token_hex(8)
-        scripts = {name: link.script(getattr(lua, name)) for name in SCRIPTS}
+        scripts = job_scripts(link)
         self.logs = JobLogs(link, tail_client, scripts, max_count=settings.event_count, max_bytes=settings.event_bytes)
         self._scripts = scripts
         self._draining: dict[str, Job] = {}

@@ -44,6 +44,7 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
                      secret=read_secret("store_secret_file", config.store_secret_file),
                      command_timeout=config.store_command_timeout, shown_url=shown_url(config.store))
     link.require_noeviction = config.store_require_noeviction
+    link.wait_replicas, link.wait_timeout = config.store_wait_replicas, config.store_wait_timeout
     return RedisStore(link, settings, clock=clock or time.time, block_cache_bytes=config.store_block_cache_bytes)
 
 

@@ -164,7 +164,8 @@ class RedisStore:
         self.fleet = _no_figures()
         """The fleet's figures as this replica last read them (every script returns some; the probe all)."""
         self._assembling = 0
-        self._scripts = {name: link.script(getattr(lua, name)) for name in ("READ", "PUT", "DELETE", "FIGURES")}
+        self._scripts = {name: link.script(getattr(lua, name)) for name in ("READ", "DELETE", "FIGURES")}
+        self._scripts["PUT"] = link.script(lua.PUT, durable="answer")  # a stored response the client is told of
         self._scripts["EVICT"] = link.script(upkeep.EVICT)
         self._recount_script = link.client.register_script(upkeep.RECOUNT)
         self.lost = 0

@@ -39,7 +39,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Literal
 
 from redis import exceptions as redis_errors
 
@@ -73,6 +73,9 @@ MOVED_PRIMARY = ("readonly", "masterdown")
 """Refusals of a node that is a replica now: the primary moved (a failover), so the connections to it are dropped
 and the next command looks for the primary again through a new one (`RedisLink._leave_moved_primary`)."""
 UNAVAILABLE_MESSAGE = f"The response store (Redis) is unavailable; {RETRY}."
+NOT_REPLICATED = ("The response store (Redis) wrote this on its primary, but only {confirmed} of the {wanted} replicas "
+                  "--store-wait-replicas asks for confirmed it within {ms} ms: it may be lost if the primary fails "
+                  "now. " + RETRY[0].upper() + RETRY[1:] + ".")
 SCOPE_HEX = 32
 WRITE_CHECK = "redis.call('SET', ARGV[1], ARGV[2]) return 1"
 """The watch's write: a script, so it needs what the store's scripts need (EVALSHA and a write)."""
@@ -111,6 +114,8 @@ class LinkFigures:
     refusals: int = 0
     primary_moves: int = 0
     """Times a node answered as a replica (`MOVED_PRIMARY`) and its pooled connections were dropped."""
+    unreplicated: int = 0
+    """Acknowledged writes that fewer than `wait_replicas` replicas confirmed in time (each a 503)."""
     salt_changes: int = 0
     """Times this replica adopted a salt another replica wrote (Redis flushed or restarted empty)."""
     salt_restores: int = 0
@@ -130,13 +135,45 @@ class RedisLink:
         """Set by `open_store` from `--store-require-noeviction`: an evicting policy found later is an error."""
         self._fixed = secret is not None
         self._secret = secret
+        self.wait_replicas = 0
+        """`--store-wait-replicas`: replicas that must confirm each acknowledged write (`durable` scripts)."""
+        self.wait_timeout = 0.0
         self._write_check = self.script(WRITE_CHECK)
         self._watch: asyncio.Task | None = None
 
-    def script(self, source: str) -> Callable[[list], Awaitable[Any]]:
-        """A Lua script (EVALSHA, loaded again by itself after a Redis restart), run as one command."""
+    def script(self, source: str, *, durable: Literal["answer", "note"] | None = None) -> Callable[[list], Awaitable[Any]]:
+        """A Lua script (EVALSHA, loaded again by itself after a Redis restart or on a new primary), run as one
+        command. `durable`: a write others are told is done, which with `wait_replicas` waits until that many
+        replicas have it (`_replicated`): `answer`, a request waits for it (a stored response, a task's
+        admission), so fewer replicas in time is its 503; `note`, nobody waits (a task's end, which its readers
+        see at once), so fewer is counted and logged, never retried (the write is in, on the primary)."""
         registered = self.client.register_script(source)
+        if durable is not None:
+            return lambda args: self._durable(registered, args, durable == "answer")
         return lambda args: self.command(lambda: registered(keys=[], args=args))
+
+    async def _durable(self, registered: Any, args: list, answers: bool) -> Any:
+        if not self.wait_replicas:
+            return await self.command(lambda: registered(keys=[], args=args))
+        result, confirmed = await self.command(lambda: self._replicated(registered, args),
+                                               timeout=self.command_timeout + self.wait_timeout)
+        if confirmed < self.wait_replicas:
+            self.figures.unreplicated += 1
+            message = NOT_REPLICATED.format(confirmed=confirmed, wanted=self.wait_replicas,
+                                            ms=round(self.wait_timeout * 1000))
+            if answers:
+                raise StoreUnavailableError(message, reason="not_replicated")
+            log.warning("a background response's end is on the Redis primary only: %s", message.split(": ")[0])
+        return result
+
+    async def _replicated(self, registered: Any, args: list) -> tuple[Any, int]:
+        """The script, then `WAIT` on the same connection (a pipeline: WAIT counts the replicas that have this
+        connection's writes, and cannot run inside a script): (its answer, the replicas that confirmed)."""
+        async with self.client.pipeline(transaction=False) as pipe:
+            await registered(keys=[], args=args, client=pipe)
+            pipe.execute_command("WAIT", self.wait_replicas, round(self.wait_timeout * 1000))
+            result, confirmed = await pipe.execute()
+        return result, int(confirmed)
 
     async def command(self, call: Callable[[], Awaitable[Any]], *, timeout: float | None = None) -> Any:
         """One round trip within the command timeout (`timeout` for a blocking read); a connection or timeout
@@ -272,6 +309,7 @@ class RedisLink:
         """/v1/status's `redis` section of the store: what Redis's configuration and answers say."""
         f = self.figures
         return {**self.config.report(), "refusal": f.refusal, "refusals": f.refusals, "primary_moves": f.primary_moves,
+                "wait_replicas": self.wait_replicas, "unreplicated": f.unreplicated,
                 "salt": "secret_file" if self._fixed else "redis", "salt_changes": f.salt_changes,
                 "salt_restores": f.salt_restores}
 

@@ -17,10 +17,9 @@ from redis.asyncio import Redis
 
 from maya_server.config import ServerConfig
 from maya_server.errors import EventTooLarge
-from maya_server.responses.jobs import redis_lua as lua
 from maya_server.responses.jobs.event_log_redis import JobLogs, RedisJobLog, RedisLogReader, unnumbered
 from maya_server.responses.jobs.event_tail_redis import decode, sequence_of
-from maya_server.responses.jobs.redis import SCRIPTS
+from maya_server.responses.jobs.redis import job_scripts
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.opening import open_store
 
@@ -55,8 +54,8 @@ def delta(n: int) -> dict:
 async def open_logs(*, max_count: int = 4096, max_bytes: int = 1 << 20) -> JobLogs:
     config = ServerConfig(engine="scripted", store=shared_redis().url, store_prefix=unique_prefix())
     link = open_store(config, ResponsesSettings()).link
-    scripts = {name: link.script(getattr(lua, name)) for name in SCRIPTS}
-    return JobLogs(link, Redis.from_url(config.store), scripts, max_count=max_count, max_bytes=max_bytes, block_ms=200)
+    return JobLogs(link, Redis.from_url(config.store), job_scripts(link), max_count=max_count, max_bytes=max_bytes,
+                   block_ms=200)
 
 
 async def admit(logs: JobLogs, job_id: str) -> RedisJobLog:

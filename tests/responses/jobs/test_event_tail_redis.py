@@ -13,9 +13,8 @@ import asyncio
 from redis.asyncio import Redis
 
 from maya_server.config import ServerConfig
-from maya_server.responses.jobs import redis_lua as lua
 from maya_server.responses.jobs.event_log_redis import JobLogs, RedisLogReader
-from maya_server.responses.jobs.redis import SCRIPTS
+from maya_server.responses.jobs.redis import job_scripts
 from maya_server.responses.settings import ResponsesSettings
 from maya_server.responses.store.opening import open_store
 
@@ -145,8 +144,7 @@ async def test_readers_of_one_task_on_one_replica_share_one_read_and_each_gets_e
     try:
         config = ServerConfig(engine="scripted", store=redis.url, store_prefix=unique_prefix())
         link = open_store(config, ResponsesSettings()).link
-        scripts = {name: link.script(getattr(lua, name)) for name in SCRIPTS}
-        logs = JobLogs(link, Redis.from_url(config.store), scripts, max_count=4096, max_bytes=1 << 20,
+        logs = JobLogs(link, Redis.from_url(config.store), job_scripts(link), max_count=4096, max_bytes=1 << 20,
                        block_ms=10_000)  # no read ends empty within the test: each one returns entries
         writer = await admit(logs, "resp_t")
         readers = [asyncio.ensure_future(collect(RedisLogReader(logs, "resp_t", 0, 2).follow(-1))) for _ in range(3)]
