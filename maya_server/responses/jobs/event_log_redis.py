@@ -312,6 +312,11 @@ class RedisJobLog:
         self._flushed = asyncio.Event()
         """Set and replaced after every flush attempt: what `confirmed` waits on."""
         self.flushes = 0
+        self._written = 0
+        """Events this writer has written under its fence: sent with each write, so one retried after it went
+        through appends nothing twice (`APPEND` is idempotent by it)."""
+        self._unconfirmed = 0
+        """The events of a write whose answer did not come (a timeout): the retry sends exactly those."""
 
     # -- what the job manager writes ----------------------------------------------------
     def encode(self, event: dict) -> tuple[str, bytes]:
@@ -441,7 +446,9 @@ class RedisJobLog:
             self._drained.set()
 
     async def _flush_once(self) -> None:
-        count = _batch_count(self._pending)
+        # a write that failed is sent again with the same events (more may have come meanwhile): one that went
+        # through after all then matches what Redis counted (`_written`) and appends nothing twice
+        count = self._unconfirmed or _batch_count(self._pending)
         if self._handing and count == len(self._pending):
             await self._let_go(count)
             return
@@ -452,18 +459,21 @@ class RedisJobLog:
         snapshot = orjson.dumps(self._snapshot()) if due or close else b""
         now = self.clock()
         args: list = [self.logs.link.prefix, self.job_id, self.fence, now, now + self.lease_s, self.logs.max_count,
-                      self.logs.max_bytes, state or "", snapshot, 1 if close else 0, _raw_of(batch)]
+                      self.logs.max_bytes, state or "", snapshot, 1 if close else 0, _raw_of(batch), self._written]
         for kind, body, _ in batch:
             args += (kind, body)
+        self._unconfirmed = count
         try:
             answer = await self.logs.scripts["APPEND_END" if close else "APPEND"](args)
         except BaseException:
             self._snapshot_due = self._snapshot_due or due
             raise
+        self._unconfirmed = 0
         self.flushes += 1
         if answer[0] != b"ok":
             self.refused()
             return
+        self._written += count
         for _ in range(count):
             _, body, raw = self._pending.popleft()
             self.bytes -= len(body) + len(raw)

@@ -207,14 +207,25 @@ return {'ok', fence}
 """
 
 APPEND = COMMON + r"""
--- ARGV: P id fence now lease_until maxc maxb state snap close raw [type json]...
+-- ARGV: P id fence now lease_until maxc maxb state snap close raw written [type json]...
 -- The owner's write: events (with the model's text they were made from, `raw`), then (when given) its new state
--- and snapshot; `close` = 1 ends the log.
+-- and snapshot; `close` = 1 ends the log. Idempotent: `written` is how many events the owner had written under
+-- its fence before these, and the record counts them (`w`), so the same write run again (retried after a
+-- timeout when the first try had gone through) appends nothing twice, and a retried end answers 'ok'.
 local id, fence, now, lease_until = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local checked = check_fence(id, fence)
-if checked ~= 'ok' then return {checked, 0} end
-append(id, 12, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[11])
 local r = rec(id)
+local g = redis.call('HMGET', r, 'f', 'fin', 'w')
+if not g[1] then return {'gone', 0} end
+if tonumber(g[1]) ~= fence then return {'fenced', 0} end
+if g[2] then  -- ended under this very fence (ending it elsewhere moves the fence): by this owner's own end
+  if ARGV[10] == '1' then return {'ok', tonumber(redis.call('HGET', r, 'cx'))} end  -- which this retries
+  return {'fenced', 0}
+end
+local written, count = tonumber(ARGV[12]), (#ARGV - 12) / 2
+if count > 0 and tonumber(g[3] or '0') < written + count then  -- else an earlier try of it went through
+  append(id, 13, tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[11])
+  redis.call('HSET', r, 'w', written + count)
+end
 if ARGV[9] ~= '' then redis.call('HSET', r, 'snap', ARGV[9]) end
 if ARGV[8] ~= '' then redis.call('HSET', r, 's', ARGV[8]) end
 if ARGV[10] == '1' then
@@ -348,7 +359,7 @@ if lost then
 end
 local lease_until = tonumber(ARGV[10])
 local new_fence = redis.call('HINCRBY', P .. 'jn', 'fences', 1)
-redis.call('HSET', r, 'f', new_fence, 'r', ARGV[9], 'lu', lease_until, 'rs', rs)
+redis.call('HSET', r, 'f', new_fence, 'r', ARGV[9], 'lu', lease_until, 'rs', rs, 'w', 0)
 redis.call('HDEL', r, 'rel')
 redis.call('ZADD', P .. 'jlease', lease_until, id)
 redis.call('HINCRBY', P .. 'jn', 'claimed', 1)

@@ -241,6 +241,31 @@ async def test_a_reap_with_a_fence_that_is_not_the_records_changes_nothing():
 
 
 @on_a_loop
+async def test_append_run_twice_leaves_the_log_as_once_and_a_retried_end_is_ok():
+    """A write retried after a timeout although its first try went through (a Redis stall past the command
+    timeout): `APPEND` counts what the owner wrote under its fence, so the second run appends nothing, and a
+    retried end answers 'ok' (not 'fenced': the owner ended it itself) with the log ended once."""
+    logs = await open_logs()
+    writer = await admit(logs, "resp_i")
+
+    def write(written: int, close: int, *events: dict) -> list:
+        return [logs.link.prefix, "resp_i", writer.fence, 1000.0, 1060.0, logs.max_count, logs.max_bytes,
+                "completed" if close else "", b"{}" if close else b"", close, b"", written,
+                *(part for event in events for part in unnumbered(event))]
+
+    for _ in range(2):
+        assert await logs.scripts["APPEND"](write(0, 0, delta(0), delta(1))) == [b"ok", 0]
+    for _ in range(2):
+        assert await logs.scripts["APPEND"](write(2, 1, delta(2))) == [b"ok", 0]
+    events = await collect(RedisLogReader(logs, "resp_i", 0, 0).follow(-1))
+    assert [event["sequence_number"] for event in events] == [0, 1, 2, 3, 4]
+    assert [event.get("delta") for event in events[2:]] == ["word0 ", "word1 ", "word2 "]
+    assert (await held(logs, "resp_i"))[0][b"s"] == b"completed"
+    assert await logs.scripts["APPEND"](write(3, 0, delta(3))) == [b"fenced", 0]  # nothing after the end
+    await close(logs)
+
+
+@on_a_loop
 async def test_a_write_after_the_end_of_the_log_is_refused_and_the_log_stays_as_it_ended():
     logs = await open_logs()
     writer = await admit(logs, "resp_f")
@@ -250,7 +275,7 @@ async def test_a_write_after_the_end_of_the_log_is_refused_and_the_log_stays_as_
     await drained(writer)
     before = await held(logs, "resp_f")
     late = [logs.link.prefix, "resp_f", writer.fence, 1000.0, 1060.0, logs.max_count, logs.max_bytes, "", b"", 0,
-            *unnumbered(delta(1))]
+            b"", 1, *unnumbered(delta(1))]
     assert await logs.scripts["APPEND"](late) == [b"fenced", 0]  # its own fence, but the log has ended
     assert await held(logs, "resp_f") == before
     events = await collect(RedisLogReader(logs, "resp_f", 0, 0).follow(-1))
