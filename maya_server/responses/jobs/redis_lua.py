@@ -383,15 +383,20 @@ HAND_OVER = COMMON + r"""
 -- ARGV: P id fence now maxc maxb snap state raw [type json]...
 -- The owner, shutting down, lets go of a task it holds: its last events and snapshot are written, its fence
 -- moves on (so nothing of the owner's can be written after) and its lease lapses now, so another replica claims
--- it at its next heartbeat instead of a lease later. 'ok', or what check_fence found.
+-- it at its next heartbeat instead of a lease later. 'ok', or what check_fence found. Idempotent: the record keeps
+-- the fence it was handed over from (`hf`), so the same hand-over run again (retried after a timeout when the
+-- first try had gone through) answers 'ok' and changes nothing.
 local id, fence, now = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local checked = check_fence(id, fence)
-if checked ~= 'ok' then return checked end
+if checked ~= 'ok' then
+  if checked == 'fenced' and redis.call('HGET', rec(id), 'hf') == ARGV[3] then return 'ok' end
+  return checked
+end
 append(id, 10, tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[9])
 local r = rec(id)
 if ARGV[7] ~= '' then redis.call('HSET', r, 'snap', ARGV[7]) end
 if ARGV[8] ~= '' then redis.call('HSET', r, 's', ARGV[8]) end
-redis.call('HSET', r, 'f', redis.call('HINCRBY', P .. 'jn', 'fences', 1), 'lu', now, 'rel', 1)
+redis.call('HSET', r, 'f', redis.call('HINCRBY', P .. 'jn', 'fences', 1), 'lu', now, 'rel', 1, 'hf', fence)
 redis.call('ZADD', P .. 'jlease', now, id)
 redis.call('HINCRBY', P .. 'jn', 'handed_over', 1)
 return 'ok'

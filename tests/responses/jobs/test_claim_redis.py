@@ -136,6 +136,22 @@ async def test_a_hand_over_moves_the_fence_so_the_old_owner_can_write_nothing_mo
 
 
 @on_a_loop
+async def test_a_hand_over_run_twice_leaves_the_record_as_once():
+    """Retried after a timeout when its first try went through: the second run answers 'ok' (the owner is not told
+    it was fenced) and writes nothing: no event twice, the fence moved once."""
+    logs = await open_logs()
+    writer = await admit(logs, "resp_c8")
+    args = [logs.link.prefix, "resp_c8", writer.fence, 1000.0, logs.max_count, logs.max_bytes, b"{}",
+            "in_progress", b"", *unnumbered(delta(1))]
+    assert await logs.scripts["HAND_OVER"](args) == b"ok"
+    first = await held(logs, "resp_c8")
+    assert await logs.scripts["HAND_OVER"](args) == b"ok"
+    assert await held(logs, "resp_c8") == first
+    assert [event.type for event in await logs.everything("resp_c8")].count("response.output_text.delta") == 1
+    await close(logs)
+
+
+@on_a_loop
 async def test_reap_ends_a_claimed_task_its_taker_cannot_run_with_the_code_it_names():
     logs = await open_logs()
     writer = await admit(logs, "resp_c5")
