@@ -11,7 +11,7 @@ from typing import Callable
 
 from ..settings import ResponsesSettings
 from ..store.interface import ResponseStoreBackend
-from ..store.opening import password_option
+from ..store.opening import redis_pool
 from .manager import JobManager
 
 
@@ -23,17 +23,13 @@ def open_jobs(config, settings: ResponsesSettings, store: ResponseStoreBackend, 
     monotonic in memory, the wall clock shared by replicas on Redis (tests inject one)."""
     if store.backend != "redis":
         return JobManager(settings, clock=clock or time.monotonic, **options)
-    from redis.asyncio import BlockingConnectionPool, Redis
+    from redis.asyncio import Redis
 
     from .event_log_redis import BLOCK_MS
     from .redis import RedisJobManager
 
-    tail_pool = BlockingConnectionPool.from_url(
-        config.store, max_connections=settings.stream_readers, timeout=config.store_command_timeout,
-        socket_connect_timeout=config.store_connect_timeout,
-        socket_timeout=BLOCK_MS / 1000 + config.store_command_timeout, client_name="maya-tail",
-        **password_option(config),
-    )
+    tail_pool = redis_pool(config, max_connections=settings.stream_readers,
+                           socket_timeout=BLOCK_MS / 1000 + config.store_command_timeout, client_name="maya-tail")
     return RedisJobManager(settings, link=store.link, tail_client=Redis(connection_pool=tail_pool),
                            lease_s=config.job_lease_s, wall_clock=clock or time.time,
                            serves=(config.served_model_name, config.family), claim_wait_s=config.job_claim_wait_s,

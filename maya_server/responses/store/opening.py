@@ -8,13 +8,14 @@ without its credentials (`shown_url`, `util/store_url.py`, with the setting's ch
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
 from ...errors import ConfigError
-from ...util.store_url import shown_url
+from ...util.store_url import SENTINEL_SCHEMES, sentinel_address, shown_url
 from ..settings import ResponsesSettings
 from .interface import ResponseStoreBackend
 from .memory import MemoryStore
@@ -50,19 +51,51 @@ def open_store(config, settings: ResponsesSettings, *, clock: Callable[[], float
 
 def _redis_client(config):
     """The store's client on its connection pool (nothing connected yet)."""
-    from redis.asyncio import BlockingConnectionPool, Redis
+    from redis.asyncio import Redis
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
-    options = password_option(config)
-    pool = BlockingConnectionPool.from_url(
-        config.store, max_connections=config.store_pool_size, timeout=config.store_command_timeout,
-        socket_connect_timeout=config.store_connect_timeout, socket_timeout=config.store_command_timeout,
-        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)), client_name="maya", **options,
-    )  # one retry on a broken connection: after Redis restarts, each pooled connection fails once on its next use;
+    pool = redis_pool(config, max_connections=config.store_pool_size, socket_timeout=config.store_command_timeout,
+                      client_name="maya", retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)))
+    # one retry on a broken connection: after Redis restarts, each pooled connection fails once on its next use;
     # the command timeout still bounds the whole call (`RedisStore._command`)
     return Redis(connection_pool=pool)
+
+
+def redis_pool(config, *, max_connections: int, socket_timeout: float, client_name: str, **options):
+    """A blocking pool of connections to the store's primary: the URL's node, or the primary the sentinels of a
+    `redis+sentinel://` URL name (found again whenever a connection is opened, and after a failover: a connection
+    that meets a replica is dropped). Waiting for a free connection is bounded by the command timeout."""
+    from redis.asyncio import BlockingConnectionPool
+
+    common = dict(max_connections=max_connections, timeout=config.store_command_timeout,
+                  socket_connect_timeout=config.store_connect_timeout, socket_timeout=socket_timeout,
+                  client_name=client_name, **options)
+    if config.store.partition("://")[0] not in SENTINEL_SCHEMES:
+        return BlockingConnectionPool.from_url(config.store, **common, **password_option(config))
+    from redis.asyncio.sentinel import Sentinel
+
+    address = sentinel_address(config.store)
+    sentinels = Sentinel(list(address.sentinels), socket_timeout=config.store_command_timeout,
+                         socket_connect_timeout=config.store_connect_timeout)
+    credentials = {"username": address.username} if address.username else {}
+    if address.password is not None:
+        credentials["password"] = address.password
+    return _sentinel_pool_class()(address.service, sentinels, db=address.db, ssl=address.tls, **common,
+                                  **credentials, **password_option(config))
+
+
+@functools.cache
+def _sentinel_pool_class() -> type:
+    """redis-py's Sentinel pool with the blocking pool's wait for a free connection (its own raises at once)."""
+    from redis.asyncio import BlockingConnectionPool
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+    class SentinelBlockingPool(SentinelConnectionPool, BlockingConnectionPool):
+        pass
+
+    return SentinelBlockingPool
 
 
 def check_eviction_policy(config) -> None:
@@ -100,9 +133,15 @@ def check_eviction_policy(config) -> None:
                                 "--store-require-noeviction")
 
 
+def _url_password(url: str) -> str | None:
+    if url.partition("://")[0] in SENTINEL_SCHEMES:
+        return sentinel_address(url).password
+    return urlsplit(url).password
+
+
 def password_option(config) -> dict:
     """The store password as redis-py takes it, from `--store-password-file` (the jobs' reader pool uses it too)."""
     password = read_secret("store_password_file", config.store_password_file)
-    if password is not None and urlsplit(config.store).password is not None:
+    if password is not None and _url_password(config.store) is not None:
         raise ConfigError("store_password_file", "the store URL already has a password: give it in one place")
     return {"password": password.decode()} if password is not None else {}
