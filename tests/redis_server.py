@@ -30,7 +30,9 @@ class RedisServer:
     """One redis-server process. `persistent`: an append-only file fsynced on every write, so a kill -9 and a
     restart keep everything written (what an operator who wants restarts survived configures)."""
 
-    def __init__(self, directory: Path | None = None, *, persistent: bool = False, password: str | None = None) -> None:
+    def __init__(self, directory: Path | None = None, *, persistent: bool = False, password: str | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
+        """`extra`: more of redis-server's options (`--cluster-enabled yes`, say)."""
         if BINARY is None:
             pytest.skip(MISSING)
         self.owns_directory = directory is None
@@ -38,6 +40,7 @@ class RedisServer:
         self.port = free_port()
         self.persistent = persistent
         self.password = password
+        self.extra = extra
         self.process: subprocess.Popen | None = None
         self.start()
 
@@ -51,7 +54,7 @@ class RedisServer:
         auth = ["--requirepass", self.password] if self.password else []
         self.process = subprocess.Popen(
             [BINARY, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.directory), "--save", "",
-             *persistence, *auth, "--daemonize", "no", "--logfile", str(self.directory / "redis.log")],
+             *persistence, *auth, *self.extra, "--daemonize", "no", "--logfile", str(self.directory / "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10

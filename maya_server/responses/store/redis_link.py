@@ -67,6 +67,9 @@ REFUSALS = {
     "loading": f"The response store (Redis) is still loading its data set into memory (LOADING); {RETRY}.",
     "masterdown": ("The response store (Redis) is a replica that lost its primary (MASTERDOWN); "
                    f"{RETRY}."),
+    "cluster": ("The response store (Redis) is a node of a Redis Cluster (it answered MOVED, CLUSTERDOWN or a "
+                "cross-slot refusal), which Maya does not support yet: point --store at a standalone primary, or at "
+                "the sentinels of one (redis+sentinel://)."),
 }
 """Each refusal Redis can answer with (its code, lower case) and the message the client gets."""
 MOVED_PRIMARY = ("readonly", "masterdown")
@@ -93,10 +96,19 @@ class ScopedOwner(str):
     the scope, never the owner (whose hash a copy of Redis could test keys against)."""
 
 
+CLUSTER_ERRORS = (redis_errors.MovedError, redis_errors.AskError, redis_errors.ClusterDownError,
+                  redis_errors.TryAgainError, redis_errors.ClusterCrossSlotError)
+"""What a Redis Cluster node answers a client that treats it as a standalone primary (redis-py strips their codes)."""
+CLUSTER_SCRIPT_REFUSAL = "non local key in a cluster node"
+"""How a cluster node refuses a script that reaches a key of another node's slot."""
+
+
 def refusal_of(error: BaseException) -> str | None:
     """The refusal `error` is (a key of `REFUSALS`), or None."""
     if str(error).startswith(SCRIPT_ACL_REFUSAL):
         return "noperm"
+    if isinstance(error, CLUSTER_ERRORS) or CLUSTER_SCRIPT_REFUSAL in str(error):
+        return "cluster"
     code = getattr(error, "status_code", None) or str(error).split(" ", 1)[0]
     reason = code.lower() if isinstance(code, str) else ""
     return reason if reason in REFUSALS else None
