@@ -107,11 +107,15 @@ def refusal_of(error: BaseException) -> str | None:
     """The refusal `error` is (a key of `REFUSALS`), or None."""
     if str(error).startswith(SCRIPT_ACL_REFUSAL):
         return "noperm"
-    if isinstance(error, CLUSTER_ERRORS) or CLUSTER_SCRIPT_REFUSAL in str(error):
-        return "cluster"
     code = getattr(error, "status_code", None) or str(error).split(" ", 1)[0]
     reason = code.lower() if isinstance(code, str) else ""
-    return reason if reason in REFUSALS else None
+    if reason in REFUSALS:
+        return reason
+    if isinstance(error, redis_errors.MasterDownError):  # redis-py files it under ClusterDownError
+        return "masterdown"
+    if isinstance(error, CLUSTER_ERRORS) or CLUSTER_SCRIPT_REFUSAL in str(error):
+        return "cluster"
+    return None
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.redis_server import RedisServer, command
+from tests.redis_server import RedisServer, command, free_port
 from tests.scripted import RecordingScriptedEngine
 from tests.server import RunningServer, scripted_config, wait_for
 
@@ -18,10 +18,13 @@ CLUSTER = ("--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
 
 
 def _cluster() -> list[RedisServer]:
-    nodes = [RedisServer(extra=CLUSTER + ("--cluster-config-file", f"nodes-{n}.conf")) for n in range(2)]
+    # the bus port is given: by default it is the port + 10000, past 65535 for a high free port
+    buses = [free_port() for _ in range(2)]
+    nodes = [RedisServer(extra=CLUSTER + ("--cluster-config-file", f"nodes-{n}.conf", "--cluster-port", str(bus)))
+             for n, bus in enumerate(buses)]
     command(nodes[0].url, "CLUSTER", "ADDSLOTSRANGE", 0, 8191)
     command(nodes[1].url, "CLUSTER", "ADDSLOTSRANGE", 8192, 16383)
-    command(nodes[0].url, "CLUSTER", "MEET", "127.0.0.1", nodes[1].port)
+    command(nodes[0].url, "CLUSTER", "MEET", "127.0.0.1", nodes[1].port, buses[1])
     assert wait_for(lambda: all(b"cluster_state:ok" in command(node.url, "CLUSTER", "INFO") for node in nodes), 30.0)
     return nodes
 
