@@ -117,13 +117,10 @@ class Grammar:
     def any_value(self) -> str:
         """Any JSON value: one recursive rule per grammar."""
         if self._any is None:
-            self._any = name = self.reserve()
+            self._any = name = self.reserve()  # named first: an object's or array's values are this rule again
             rules = _SchemaRules(self)
-            ws, string, number = self.ws, rules.string({}), rules.number({})
-            member = f'{string} {ws} ":" {ws} {name}'
-            obj = f'"{{" {ws} ( {member} ( {ws} "," {ws} {member} )* {ws} )? "}}"'
-            arr = f'"[" {ws} ( {name} ( {ws} "," {ws} {name} )* {ws} )? "]"'
-            self.define(name, f'{obj} | {arr} | {string} | {number} | "true" | "false" | "null"')
+            kinds = [rules.object({}), rules.array({}), rules.string({}), rules.number({})]
+            self.define(name, " | ".join(kinds + ['"true"', '"false"', '"null"']))
         return self._any
 
     def text_until(self, end: str) -> str:
@@ -179,7 +176,7 @@ class _SchemaRules:
         if kind == "object":
             return self.object(schema)
         if kind == "array":
-            return self._array(schema)
+            return self.array(schema)
         if kind == "string":
             return self.string(schema)
         if kind == "integer":
@@ -218,7 +215,7 @@ class _SchemaRules:
             body = "( " + " | ".join(firsts) + " )?"
         return self.g.rule(f'"{{" {ws} {body} {ws} "}}"')
 
-    def _array(self, schema: dict) -> str:
+    def array(self, schema: dict) -> str:
         ws = self.g.ws
         items = schema.get("items")
         item = self.value(items if isinstance(items, dict) else {})
